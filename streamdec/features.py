@@ -1,0 +1,195 @@
+"""Streaming fbank features with the exact options the transducer models were trained on.
+
+Samples at any rate go in (float in [-1, 1] or int16); they are resampled to the model's
+rate with a streaming soxr resampler (never restarted per chunk) and turned into
+80-dim log-mel fbank frames by kaldi-native-fbank. Frames come out as float32 arrays of
+shape (num_frames, num_bins).
+
+Typical use (what ``Stream`` does)::
+
+    feats = StreamingFeatures(FeatureConfig())
+    feats.accept_waveform(8000, samples)   # any rate, any chunk size
+    feats.input_finished(tail_padding_frames=40)
+    frames = feats.frames(start, count)   # (count, 80)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kaldi_native_fbank as knf
+import numpy as np
+import soxr
+
+from .errors import AudioInputError, ConfigError, StreamStateError
+
+__all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples"]
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Fbank options. The defaults are the published models' training options: change
+    them only for a model trained otherwise (see reference/model-format.md)."""
+
+    sample_rate: int = 16000  # the model's rate; input at other rates is resampled to it
+    num_bins: int = 80  # mel bins = encoder input dim
+    frame_length_ms: float = 25.0
+    frame_shift_ms: float = 10.0
+    low_freq: float = 20.0
+    high_freq: float = -400.0  # negative: offset from Nyquist
+    resample_quality: str = "HQ"  # soxr quality: QQ, LQ, MQ, HQ, VHQ
+
+    def __post_init__(self) -> None:
+        if self.sample_rate <= 0 or self.num_bins <= 0:
+            raise ConfigError(f"features: sample_rate and num_bins must be positive, got {self}")
+        if self.resample_quality not in ("QQ", "LQ", "MQ", "HQ", "VHQ"):
+            raise ConfigError(f"features: unknown resample_quality {self.resample_quality!r}")
+
+    @property
+    def frame_shift_samples(self) -> int:
+        return int(round(self.sample_rate * self.frame_shift_ms / 1000))
+
+
+def fbank_options(config: FeatureConfig) -> knf.FbankOptions:
+    """kaldi-native-fbank options, every one set explicitly (its own defaults differ:
+    dither 3e-5, snip_edges true, high_freq 0)."""
+    opts = knf.FbankOptions()
+    opts.frame_opts.samp_freq = float(config.sample_rate)
+    opts.frame_opts.frame_length_ms = config.frame_length_ms
+    opts.frame_opts.frame_shift_ms = config.frame_shift_ms
+    opts.frame_opts.dither = 0.0
+    opts.frame_opts.snip_edges = False
+    opts.frame_opts.window_type = "povey"
+    opts.frame_opts.preemph_coeff = 0.97
+    opts.frame_opts.remove_dc_offset = True
+    opts.frame_opts.round_to_power_of_two = True
+    opts.mel_opts.num_bins = config.num_bins
+    opts.mel_opts.low_freq = config.low_freq
+    opts.mel_opts.high_freq = config.high_freq
+    opts.mel_opts.is_librosa = False
+    opts.use_energy = False
+    opts.use_log_fbank = True
+    opts.use_power = True
+    return opts
+
+
+def as_float_samples(samples: np.ndarray) -> np.ndarray:
+    """Validate one chunk of mono audio and return it as float32 in [-1, 1].
+
+    Accepts float32/float64 (taken as already in [-1, 1]) or int16 (scaled by 1/32768).
+    Raises AudioInputError for any other dtype, a non-1-D shape, an empty chunk or
+    NaN/inf values."""
+    if not isinstance(samples, np.ndarray):
+        raise AudioInputError(f"samples must be a numpy array, got {type(samples).__name__}")
+    if samples.ndim != 1:
+        raise AudioInputError(f"samples must be 1-D mono, got shape {samples.shape}")
+    if samples.size == 0:
+        raise AudioInputError("empty waveform: a chunk must hold at least one sample")
+    if samples.dtype == np.int16:
+        return samples.astype(np.float32) / 32768.0
+    if samples.dtype not in (np.float32, np.float64):
+        raise AudioInputError(
+            f"samples must be float32/float64 in [-1, 1] or int16, got dtype {samples.dtype}")
+    if not np.isfinite(samples).all():
+        raise AudioInputError("samples contain NaN or infinity")
+    return samples.astype(np.float32, copy=False)
+
+
+class StreamingFeatures:
+    """Per-stream feature extractor: resampler state + fbank state + frames not yet dropped.
+
+    Frame indices are absolute (from the stream's start); ``drop_before(i)`` frees memory
+    of frames the encoder no longer needs."""
+
+    def __init__(self, config: FeatureConfig) -> None:
+        self.config = config
+        self._fbank = knf.OnlineFbank(fbank_options(config))
+        self._input_rate: int | None = None
+        self._resampler: soxr.ResampleStream | None = None
+        self._frames: np.ndarray = np.zeros((0, config.num_bins), dtype=np.float32)
+        self._first_frame = 0  # absolute index of self._frames[0]
+        self._finished = False
+        self.num_samples_accepted = 0  # at the input rate
+
+    @property
+    def input_rate(self) -> int | None:
+        return self._input_rate
+
+    @property
+    def num_frames_ready(self) -> int:
+        return self._first_frame + len(self._frames)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
+        """Add one chunk of mono audio. The rate must stay the same for the whole stream."""
+        if self._finished:
+            raise StreamStateError("accept_waveform after input_finished")
+        if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
+            raise AudioInputError(f"sample rate must be a positive integer, got {sample_rate!r}")
+        if self._input_rate is None:
+            self._input_rate = int(sample_rate)
+            if self._input_rate != self.config.sample_rate:
+                self._resampler = soxr.ResampleStream(
+                    self._input_rate, self.config.sample_rate, 1, dtype="float32",
+                    quality=self.config.resample_quality)
+        elif sample_rate != self._input_rate:
+            raise AudioInputError(
+                f"sample rate changed mid-stream from {self._input_rate} to {sample_rate} Hz")
+        x = as_float_samples(samples)
+        self.num_samples_accepted += len(x)
+        if self._resampler is not None:
+            x = self._resampler.resample_chunk(x.astype(np.float32, copy=False), last=False)
+        self._feed(x)
+
+    def input_finished(self, tail_padding_frames: int = 0) -> None:
+        """No more audio: flush the resampler, append ``tail_padding_frames`` frames of
+        silence (so the encoder's last chunk is complete) and flush the fbank."""
+        if self._finished:
+            return
+        if self._resampler is not None:
+            self._feed(self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+        if tail_padding_frames > 0:
+            self._feed(np.zeros(tail_padding_frames * self.config.frame_shift_samples, np.float32))
+        self._fbank.input_finished()
+        self._collect()
+        self._finished = True
+
+    def frames(self, start: int, count: int) -> np.ndarray:
+        """Frames [start, start + count) as a (count, num_bins) float32 array."""
+        lo = start - self._first_frame
+        if lo < 0 or start + count > self.num_frames_ready:
+            raise IndexError(f"frames [{start}, {start + count}) not available "
+                             f"(have [{self._first_frame}, {self.num_frames_ready}))")
+        return self._frames[lo:lo + count]
+
+    def drop_before(self, index: int) -> None:
+        """Free frames before absolute index ``index``."""
+        n = index - self._first_frame
+        if n > 0:
+            self._frames = self._frames[n:].copy()
+            self._first_frame = index
+
+    def _feed(self, x: np.ndarray) -> None:
+        if len(x):
+            self._fbank.accept_waveform(float(self.config.sample_rate), x)
+            self._collect()
+
+    def _collect(self) -> None:
+        ready = self._fbank.num_frames_ready
+        have = self.num_frames_ready
+        if ready > have:
+            new = np.stack([self._fbank.get_frame(i) for i in range(have, ready)])
+            self._frames = np.concatenate([self._frames, new.astype(np.float32, copy=False)])
+            self._fbank.pop(ready - have)
+
+
+def compute_fbank(samples: np.ndarray, sample_rate: int, config: FeatureConfig | None = None,
+                  tail_padding_frames: int = 0) -> np.ndarray:
+    """Whole-utterance fbank, identical to streaming the same samples through StreamingFeatures."""
+    feats = StreamingFeatures(config or FeatureConfig())
+    feats.accept_waveform(sample_rate, samples)
+    feats.input_finished(tail_padding_frames)
+    return feats.frames(0, feats.num_frames_ready)
