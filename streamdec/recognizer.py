@@ -1,0 +1,133 @@
+"""The Recognizer: shared by all streams, holds no per-stream state.
+
+    rec = Recognizer(RecognizerConfig())
+    s = rec.create_stream()
+    s.accept_waveform(16000, samples)
+    while rec.is_ready(s):
+        rec.decode([s])          # one batched code path: one stream is a batch of one
+    s.input_finished()
+    while rec.is_ready(s):
+        rec.decode([s])
+    for result in s.pop_events(): ...
+
+``decode`` runs six plain steps: gather ready streams, stack their encoder states, encode
+once, search (one batched step per search method), unstack, scatter events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .endpoint import EndpointConfig, is_endpoint
+from .errors import ModelLoadError
+from .features import FeatureConfig
+from .models import ModelConfig, TransducerModel, load_model
+from .results import Result, make_result
+from .search import DecoderCache, Search, SearchConfig, make_search
+from .search.base import Hypothesis, SearchState
+from .stream import Stream
+from .tokens import SymbolTable
+
+__all__ = ["Recognizer", "RecognizerConfig"]
+
+
+@dataclass(frozen=True)
+class RecognizerConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+
+
+class Recognizer:
+    def __init__(self, config: RecognizerConfig | None = None,
+                 model: TransducerModel | None = None, symbols: SymbolTable | None = None):
+        self.config = config or RecognizerConfig()
+        self.model = model or load_model(self.config.model)
+        self.symbols = symbols or SymbolTable.from_file(self.config.model.path / "tokens.txt")
+        self.meta = self.model.meta
+        if len(self.symbols) != self.meta.vocab_size:
+            raise ModelLoadError(f"{self.config.model.path / 'tokens.txt'}: {len(self.symbols)} "
+                                 f"symbols but the joiner outputs {self.meta.vocab_size}")
+        if self.config.features.num_bins != self.meta.feature_dim:
+            raise ModelLoadError(f"features.num_bins {self.config.features.num_bins} != the "
+                                 f"encoder's input dim {self.meta.feature_dim}")
+        self._decoder_cache = DecoderCache(self.model, self.config.search.decoder_cache_size)
+        self._searches: dict[SearchConfig, Search] = {}
+
+    def search_for(self, config: SearchConfig) -> Search:
+        """The shared search object of one configuration."""
+        search = self._searches.get(config)
+        if search is None:
+            search = make_search(self.model, config, self._decoder_cache, self.symbols.unk_id)
+            self._searches[config] = search
+        return search
+
+    def create_stream(self, search: SearchConfig | None = None) -> Stream:
+        """A new stream, decoded with ``search`` (default: the recognizer's search config)."""
+        s = self.search_for(search or self.config.search)
+        return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
+                      encoder_states=self.model.state_layout.initial(), search=s,
+                      search_state=s.init_state())
+
+    def is_ready(self, stream: Stream) -> bool:
+        """True when the stream holds a whole encoder chunk not yet decoded."""
+        return (not stream.done and stream.features.num_frames_ready
+                >= stream.num_processed_frames + self.meta.chunk_frames)
+
+    def decode(self, streams: Sequence[Stream]) -> None:
+        """Decode one chunk of every ready stream in one batch; queue their events."""
+        ready = [s for s in streams if self.is_ready(s)]
+        if not ready:
+            return
+        meta, layout = self.meta, self.model.state_layout
+        x = np.stack([s.features.frames(s.num_processed_frames, meta.chunk_frames) for s in ready])
+        encoder_out, states = self.model.encode(x, layout.stack([s.encoder_states for s in ready]))
+        search_states: list[SearchState | None] = [None] * len(ready)
+        groups: dict[int, list[int]] = {}
+        for i, s in enumerate(ready):
+            groups.setdefault(id(s.search), []).append(i)
+        for idx in groups.values():
+            search = ready[idx[0]].search
+            new = search.step([ready[i].search_state for i in idx], encoder_out[idx])
+            for i, st in zip(idx, new):
+                search_states[i] = st
+        # Nothing above touched a stream: a failure leaves every stream as it was.
+        for s, enc_states, st in zip(ready, layout.unstack(states, len(ready)), search_states):
+            s.encoder_states = enc_states
+            s.search_state = st
+            s.num_processed_frames += meta.chunk_shift
+            s.features.drop_before(s.num_processed_frames)
+            self._update_segment(s)
+
+    def result(self, stream: Stream) -> Result:
+        """The current (partial) result of the stream's open segment."""
+        return self._result(stream, stream.search.partial(stream.search_state), is_final=False)
+
+    def _result(self, stream: Stream, hyp: Hypothesis, is_final: bool,
+                is_eof: bool = False) -> Result:
+        st = stream.search_state
+        return make_result(hyp, self.symbols, self.meta, segment=stream.segment,
+                           segment_start=st.segment_start, frame_offset=st.frame_offset,
+                           is_final=is_final, is_eof=is_eof)
+
+    def _update_segment(self, stream: Stream) -> None:
+        search, st = stream.search, stream.search_state
+        if stream.input_done and not self.is_ready(stream):
+            best = search.finalize(st)[0]
+            stream._emit(self._result(stream, best, is_final=True, is_eof=True))
+            stream.done = True
+            return
+        best = search.partial(st)
+        last = best.frames[-1] + 1 if best.frames else st.segment_start
+        if is_endpoint(self.config.endpoint, st.frame_offset - st.segment_start,
+                       st.frame_offset - last, self.meta.encoder_frame_seconds):
+            if best.tokens:
+                stream._emit(self._result(stream, search.finalize(st)[0], is_final=True))
+                stream.segment += 1
+            stream.search_state = search.reset(st)
+        elif best.tokens != stream._last_partial:
+            stream._emit(self._result(stream, best, is_final=False))

@@ -1,0 +1,57 @@
+"""Recognition results: frozen values made once from a hypothesis.
+
+Inside, times are integer encoder frames; this is the one place they become seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models.base import ModelMeta
+from .search.base import Hypothesis
+from .tokens import SymbolTable
+
+__all__ = ["Result", "make_result"]
+
+
+@dataclass(frozen=True)
+class Result:
+    """The current (partial) or closed (final) text of one segment of a stream."""
+
+    text: str
+    tokens: tuple[str, ...]  # symbols as in tokens.txt
+    token_ids: tuple[int, ...]
+    timestamps: tuple[float, ...]  # seconds from the segment start, one per token
+    log_probs: tuple[float, ...]  # per-token log-probs (confidences)
+    segment: int  # segment id within the stream
+    start_time: float  # segment start, seconds from the stream start
+    end_time: float  # end of the audio decoded in this segment, seconds from the stream start
+    is_final: bool  # an endpoint (or the end of the stream) closed this segment
+    is_eof: bool = False  # the stream has ended: no more results follow
+    score: float = 0.0  # total log-prob of the hypothesis
+
+    @property
+    def absolute_timestamps(self) -> tuple[float, ...]:
+        """Token times in seconds from the stream start."""
+        return tuple(self.start_time + t for t in self.timestamps)
+
+    def as_dict(self) -> dict:
+        return {"text": self.text, "tokens": list(self.tokens), "timestamps": list(self.timestamps),
+                "log_probs": list(self.log_probs), "segment": self.segment,
+                "start": self.start_time, "end": self.end_time, "is_final": self.is_final,
+                "is_eof": self.is_eof}
+
+
+def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segment: int,
+                segment_start: int, frame_offset: int, is_final: bool,
+                is_eof: bool = False) -> Result:
+    """Result of ``hyp`` for a segment that began at encoder frame ``segment_start`` and has
+    been decoded up to ``frame_offset``."""
+    sec = meta.encoder_frame_seconds
+    return Result(
+        text=symbols.text(hyp.tokens), tokens=tuple(symbols.symbols(hyp.tokens)),
+        token_ids=hyp.tokens,
+        timestamps=tuple(round((f - segment_start) * sec, 6) for f in hyp.frames),
+        log_probs=tuple(hyp.log_probs), segment=segment,
+        start_time=round(segment_start * sec, 6), end_time=round(frame_offset * sec, 6),
+        is_final=is_final, is_eof=is_eof, score=hyp.score)

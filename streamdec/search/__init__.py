@@ -1,0 +1,27 @@
+"""Incremental transducer searches, one algorithm per module, all behind ``Search``."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .base import Hypothesis, Search, SearchState
+from .config import SEARCH_METHODS, SearchConfig
+from .decoder_cache import DecoderCache
+from .greedy import GreedySearch
+
+__all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHODS",
+           "DecoderCache", "make_search", "SEARCHES"]
+
+#: method name -> Search class
+SEARCHES: dict[str, type[Search]] = {
+    GreedySearch.name: GreedySearch,
+}
+
+
+def make_search(model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
+                unk_id: int | None = None) -> Search:
+    """The search object for ``config.method`` (shared by every stream that uses it)."""
+    cls = SEARCHES.get(config.method)
+    if cls is None:
+        raise ConfigError(f"search method {config.method!r} is not implemented yet "
+                          f"(available: {', '.join(SEARCHES)})")
+    return cls(model, config, decoder_cache, unk_id)

@@ -1,0 +1,130 @@
+"""The search protocol: incremental state machines over encoder frames.
+
+A search object is shared by all streams and holds **no per-stream state**: a stream owns
+its search state (a frozen value) and hands it in. Every method returns new values and
+never mutates its arguments, so sibling hypotheses cannot corrupt each other.
+
+    state = search.init_state()                      # or init_state(context, frame_offset)
+    states = search.step(states, encoder_out)        # encoder_out (N, T', D), N streams
+    best = search.partial(state)                     # current best Hypothesis
+    nbest = search.finalize(state)                   # end of segment/stream: n-best list
+    state = search.reset(state)                      # after an endpoint: keeps the context
+
+Frame indices are absolute encoder frames of the stream (integers); seconds are computed
+once, when results are made.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, replace
+from typing import ClassVar, Generic, Sequence, TypeVar
+
+import numpy as np
+
+from .config import SearchConfig
+from .decoder_cache import DecoderCache
+
+__all__ = ["Hypothesis", "SearchState", "Search", "initial_context", "log_softmax"]
+
+
+def initial_context(context_size: int, blank_id: int = 0) -> tuple[int, ...]:
+    """``[-1, ..., -1, blank]``: icefall decoders map negative ids to a zero embedding."""
+    return (-1,) * (context_size - 1) + (blank_id,)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """Row-wise log_softmax of (N, V) logits, in float64-free float32."""
+    m = x.max(axis=-1, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One path of a search within the current segment."""
+
+    context: tuple[int, ...]  # last context_size tokens (the decoder input)
+    tokens: tuple[int, ...] = ()  # emitted in this segment
+    frames: tuple[int, ...] = ()  # absolute encoder frame of each token
+    log_probs: tuple[float, ...] = ()  # per-token log-prob at the configured temperature
+    score: float = 0.0  # total log-prob of the path (tokens and blanks)
+
+    def extend(self, token: int, frame: int, log_prob: float, score: float) -> "Hypothesis":
+        """A copy with ``token`` appended at ``frame`` and the new total ``score``."""
+        return replace(self, context=self.context[1:] + (token,), tokens=self.tokens + (token,),
+                       frames=self.frames + (frame,), log_probs=self.log_probs + (log_prob,),
+                       score=score)
+
+    @property
+    def normalized_score(self) -> float:
+        """score / number of emitted tokens (the prefix context not counted); an empty
+        hypothesis divides by 1."""
+        return self.score / max(1, len(self.tokens))
+
+
+@dataclass(frozen=True)
+class SearchState:
+    """Fields every search state has."""
+
+    frame_offset: int = 0  # absolute encoder frames this stream has consumed
+    segment_start: int = 0  # absolute encoder frame where the current segment began
+
+
+S = TypeVar("S", bound=SearchState)
+
+
+class Search(abc.ABC, Generic[S]):
+    """Base of all searches. Subclasses set ``name`` and implement the five methods."""
+
+    name: ClassVar[str]
+
+    def __init__(self, model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
+                 unk_id: int | None = None) -> None:
+        self.model = model
+        self.config = config
+        meta = model.meta
+        self.blank_id = meta.blank_id
+        self.context_size = meta.context_size
+        self.unk_id = unk_id if config.unk_as_blank else None
+        self.decoder_cache = decoder_cache or DecoderCache(model, config.decoder_cache_size)
+
+    # -- helpers shared by the searches --------------------------------------------------
+    def scores(self, encoder_frames: np.ndarray, decoder_out: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Joiner over (n, D) pairs -> (search log-probs, reported log-probs), each (n, V).
+
+        The blank penalty shifts the blank logit before log_softmax; the reported log-probs
+        use the configured temperature."""
+        logits = self.model.join(encoder_frames, decoder_out).astype(np.float32, copy=False)
+        if self.config.blank_penalty:
+            logits = logits.copy()
+            logits[:, self.blank_id] -= self.config.blank_penalty
+        logp = log_softmax(logits)
+        if self.config.temperature == 1.0:
+            return logp, logp
+        return logp, log_softmax(logits / self.config.temperature)
+
+    def is_blank(self, token: int) -> bool:
+        return token == self.blank_id or token == self.unk_id
+
+    # -- the protocol --------------------------------------------------------------------
+    @abc.abstractmethod
+    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0) -> S:
+        """A fresh state; ``context`` defaults to the initial blank context."""
+
+    @abc.abstractmethod
+    def step(self, states: Sequence[S], encoder_out: np.ndarray) -> list[S]:
+        """Consume one chunk of encoder frames (N, T', D) for N streams; new states."""
+
+    @abc.abstractmethod
+    def partial(self, state: S) -> Hypothesis:
+        """The current best hypothesis of the segment."""
+
+    @abc.abstractmethod
+    def finalize(self, state: S) -> list[Hypothesis]:
+        """The segment's n-best list (best first) with nothing more to come."""
+
+    @abc.abstractmethod
+    def reset(self, state: S) -> S:
+        """Start a new segment at ``state.frame_offset``, keeping the decoder context."""

@@ -1,0 +1,54 @@
+"""Search options: one frozen dataclass for every search method, validated once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+__all__ = ["SearchConfig", "SEARCH_METHODS"]
+
+#: Method names, the same in the API, config files, CLI and server.
+SEARCH_METHODS = ("greedy", "modified_beam", "alsd", "tsd", "beam", "nsc")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    method: str = "greedy"
+    # greedy: symbols a single encoder frame may emit (1 in icefall/sherpa-onnx)
+    max_sym_per_frame: int = 1
+    # beam searches: hypotheses kept (max_active_paths for modified_beam)
+    beam: int = 4
+    # subtracted from the blank logit before log_softmax (> 0 favours emitting tokens)
+    blank_penalty: float = 0.0
+    # an <unk> winning the argmax is taken as a blank (never emitted)
+    unk_as_blank: bool = True
+    # temperature of the reported per-token log-probs (confidences); scores use 1.0
+    temperature: float = 1.0
+    # tsd: expansion rounds per frame
+    max_sym_exp: int = 2
+    # alsd: symbols one frame may emit (replaces the offline u_max bound)
+    max_sym_per_frame_alsd: int = 3
+    # nsc: expansion steps per frame and prefix length for prefix merging
+    nstep: int = 2
+    prefix_alpha: int = 1
+    # n-best entries finalize() returns
+    nbest: int = 1
+    # hotwords: file with one phrase per line (optional ":score"), default bonus per token
+    hotwords_file: str | None = None
+    hotwords_score: float = 1.5
+    # decoder outputs cached by the last context_size tokens (bounded)
+    decoder_cache_size: int = 20000
+
+    def __post_init__(self) -> None:
+        if self.method not in SEARCH_METHODS:
+            raise ConfigError(f"search.method must be one of {', '.join(SEARCH_METHODS)}; "
+                              f"got {self.method!r}")
+        for name in ("max_sym_per_frame", "beam", "max_sym_exp", "max_sym_per_frame_alsd",
+                     "nstep", "nbest", "decoder_cache_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"search.{name} must be >= 1, got {getattr(self, name)}")
+        if self.prefix_alpha < 0:
+            raise ConfigError("search.prefix_alpha must be >= 0")
+        if not self.temperature > 0:
+            raise ConfigError(f"search.temperature must be > 0, got {self.temperature}")

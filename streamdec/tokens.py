@@ -1,0 +1,71 @@
+"""The model's units (tokens.txt): ids to symbols and text.
+
+tokens.txt holds one ``symbol id`` per line; a line holding only an id is a space. Blank
+is ``<blk>`` (id 0), ``<unk>`` is never emitted. A ``▁`` (U+2581) marks a word start and
+becomes a space in text; ``<0xNN>`` pieces are byte fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+from .errors import ModelLoadError
+
+__all__ = ["SymbolTable", "WORD_START"]
+
+WORD_START = "\u2581"
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+_SPECIAL = re.compile(r"^<[^>]+>$")
+
+
+class SymbolTable:
+    """Bidirectional id <-> symbol map of one model."""
+
+    def __init__(self, id_to_symbol: dict[int, str]) -> None:
+        if not id_to_symbol:
+            raise ModelLoadError("tokens: empty symbol table")
+        self.id_to_symbol = dict(id_to_symbol)
+        self.symbol_to_id = {s: i for i, s in self.id_to_symbol.items()}
+        self.blank_id = self.symbol_to_id.get("<blk>", 0)
+        self.unk_id = self.symbol_to_id.get("<unk>")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "SymbolTable":
+        path = Path(path)
+        if not path.is_file():
+            raise ModelLoadError(f"{path}: tokens file not found")
+        table: dict[int, str] = {}
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ModelLoadError(f"{path}: cannot read tokens file ({e})") from e
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            sym, idx = (" ", parts[0]) if len(parts) == 1 else (parts[0], parts[-1])
+            try:
+                table[int(idx)] = sym
+            except ValueError:
+                raise ModelLoadError(f"{path}:{n}: expected 'symbol id', got {line!r}") from None
+        return cls(table)
+
+    def __len__(self) -> int:
+        return len(self.id_to_symbol)
+
+    def symbols(self, ids: Iterable[int]) -> list[str]:
+        return [self.id_to_symbol.get(i, "<unk>") for i in ids]
+
+    def text(self, ids: Iterable[int]) -> str:
+        """Text of a token sequence: word-start marks become spaces, byte pieces are
+        decoded, special symbols (``<blk>``, ``<unk>``...) are dropped."""
+        out = bytearray()
+        for sym in self.symbols(ids):
+            m = _BYTE_PIECE.match(sym)
+            if m:
+                out.append(int(m.group(1), 16))
+            elif not _SPECIAL.match(sym):
+                out += sym.replace(WORD_START, " ").encode("utf-8")
+        return " ".join(out.decode("utf-8", errors="replace").split())
