@@ -251,3 +251,6 @@ def test_audio(seconds: float, seed: int = 0, rate: int = 16000) -> np.ndarray:
         out[pos:pos + len(t)] = seg * np.hanning(len(t))
         pos += len(t) + int(rng.uniform(0, 0.3) * rate)
     return out
+
+
+test_audio.__test__ = False  # a helper, not a test (pytest collects names starting with test)

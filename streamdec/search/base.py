@@ -48,13 +48,16 @@ class Hypothesis:
     tokens: tuple[int, ...] = ()  # emitted in this segment
     frames: tuple[int, ...] = ()  # absolute encoder frame of each token
     log_probs: tuple[float, ...] = ()  # per-token log-prob at the configured temperature
-    score: float = 0.0  # total log-prob of the path (tokens and blanks)
+    score: float = 0.0  # total log-prob of the path (tokens and blanks) + hotword bonuses
+    graph_node: int = 0  # hotwords: state in the stream's ContextGraph (0 = root)
 
-    def extend(self, token: int, frame: int, log_prob: float, score: float) -> "Hypothesis":
-        """A copy with ``token`` appended at ``frame`` and the new total ``score``."""
+    def extend(self, token: int, frame: int, log_prob: float, score: float,
+               graph_node: int = 0) -> "Hypothesis":
+        """A copy with ``token`` appended at ``frame``, the new total ``score`` and the
+        hotword graph state reached by ``token``."""
         return replace(self, context=self.context[1:] + (token,), tokens=self.tokens + (token,),
                        frames=self.frames + (frame,), log_probs=self.log_probs + (log_prob,),
-                       score=score)
+                       score=score, graph_node=graph_node)
 
     @property
     def normalized_score(self) -> float:

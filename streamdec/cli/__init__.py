@@ -1,0 +1,1 @@
+"""Command line: ``streamdec transcribe`` (and the other commands as they come)."""

@@ -1,0 +1,170 @@
+"""Hotwords (contextual biasing): an Aho-Corasick trie over the phrases' token sequences.
+
+Every hypothesis of a beam search carries a node of the stream's graph (an int, 0 = root).
+A token that continues a phrase earns the phrase's per-token bonus; a token that breaks a
+match follows the fail links to the longest phrase prefix that is a suffix of what was
+matched, and gives back the bonus of the part that no longer matches
+(``node_score(dest) - node_score(src)``). A completed phrase returns to the root and keeps
+its bonus. At the end of a segment a partial match is refunded (``refund``).
+
+Limitation: a completed phrase returns to the root, so a longer phrase that extends it
+(``NEW YORK`` then ``NEW YORK CITY``) only earns the bonus of the shorter one.
+
+    graph = ContextGraph.build([((5, 9, 2), 1.5), ((7,), 2.0)], vocab_size=V)
+    bonus = graph.bonus_rows(nodes)          # (n, V): bonus of every next token
+    node = graph.next_node(node, token)      # the state after ``token``
+    score -= graph.refund(node)              # at segment end
+
+Shape legend: n hypotheses, V vocabulary size.
+
+The graph is immutable once built (its per-node bonus rows are computed lazily and
+memoised; filling the memo is idempotent, so sharing a graph between threads is safe).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["ContextGraph", "parse_hotwords", "read_hotwords_file"]
+
+
+@dataclass
+class _Node:
+    depth: int
+    token_score: float  # bonus for reaching this node from its parent
+    node_score: float  # sum of token scores from the root (the bonus held while here)
+    is_end: bool = False
+    children: dict[int, int] = field(default_factory=dict)
+    fail: int = 0
+
+
+class ContextGraph:
+    """Aho-Corasick automaton over token sequences with per-token bonuses."""
+
+    def __init__(self, nodes: list[_Node], vocab_size: int) -> None:
+        self._nodes = nodes
+        self.vocab_size = vocab_size
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @classmethod
+    def build(cls, phrases: Iterable[tuple[Sequence[int], float]], vocab_size: int
+              ) -> "ContextGraph":
+        """``phrases``: (token ids, bonus per token). Shared prefixes take the larger bonus."""
+        nodes = [_Node(depth=0, token_score=0.0, node_score=0.0)]
+        for tokens, score in phrases:
+            if not tokens:
+                continue
+            cur = 0
+            for tok in tokens:
+                tok = int(tok)
+                if not 0 <= tok < vocab_size:
+                    raise ConfigError(f"hotword token id {tok} outside vocabulary [0, {vocab_size})")
+                nxt = nodes[cur].children.get(tok)
+                if nxt is None:
+                    nxt = len(nodes)
+                    nodes.append(_Node(depth=nodes[cur].depth + 1, token_score=score,
+                                       node_score=nodes[cur].node_score + score))
+                    nodes[cur].children[tok] = nxt
+                elif score > nodes[nxt].token_score:
+                    nodes[nxt].token_score = score
+                cur = nxt
+            nodes[cur].is_end = True
+        # node scores after max-merging of shared prefixes, then fail links, breadth first
+        queue = deque([0])
+        while queue:
+            n = queue.popleft()
+            for tok, child in nodes[n].children.items():
+                nodes[child].node_score = nodes[n].node_score + nodes[child].token_score
+                if n != 0:
+                    f = nodes[n].fail
+                    while f and tok not in nodes[f].children:
+                        f = nodes[f].fail
+                    nodes[child].fail = nodes[f].children.get(tok, 0)
+                queue.append(child)
+        return cls(nodes, vocab_size)
+
+    def __len__(self) -> int:
+        """Number of states (the root included)."""
+        return len(self._nodes)
+
+    def _goto(self, node: int, token: int) -> int:
+        """Aho-Corasick transition (before a completed phrase returns to the root)."""
+        while True:
+            child = self._nodes[node].children.get(token)
+            if child is not None:
+                return child
+            if node == 0:
+                return 0
+            node = self._nodes[node].fail
+
+    def step(self, node: int, token: int) -> tuple[float, int]:
+        """(bonus, next node) for ``token`` read in state ``node``."""
+        dest = self._goto(node, token)
+        bonus = self._nodes[dest].node_score - self._nodes[node].node_score
+        return bonus, (0 if self._nodes[dest].is_end else dest)
+
+    def _row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """(bonus (V,) float32, next node (V,) int64) of every token from ``node``."""
+        row = self._rows.get(node)
+        if row is None:
+            bonus = np.full(self.vocab_size, -self._nodes[node].node_score, np.float32)
+            nxt = np.zeros(self.vocab_size, np.int64)
+            chain, n = [], node
+            while True:  # every token with a transition other than "back to the root"
+                chain.append(n)
+                if n == 0:
+                    break
+                n = self._nodes[n].fail
+            for tok in {t for n in chain for t in self._nodes[n].children}:
+                bonus[tok], nxt[tok] = self.step(node, tok)
+            row = (bonus, nxt)
+            self._rows[node] = row
+        return row
+
+    def bonus_rows(self, nodes: Sequence[int]) -> np.ndarray:
+        """(n, V) bonus of each next token for hypotheses in states ``nodes``."""
+        return np.stack([self._row(n)[0] for n in nodes])
+
+    def next_node(self, node: int, token: int) -> int:
+        return int(self._row(node)[1][token])
+
+    def refund(self, node: int) -> float:
+        """The bonus a partial match in ``node`` holds (to subtract at segment end)."""
+        return self._nodes[node].node_score
+
+
+def parse_hotwords(lines: Iterable[str], default_score: float
+                   ) -> list[tuple[str, float]]:
+    """``phrase`` or ``phrase :score`` per line (blank lines and ``#`` comments skipped)."""
+    out = []
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        phrase, score = line, default_score
+        head, sep, tail = line.rpartition(" :")
+        if sep:
+            try:
+                phrase, score = head.strip(), float(tail)
+            except ValueError:
+                raise ConfigError(f"hotwords line {n}: bad score in {raw!r}") from None
+        if not phrase:
+            raise ConfigError(f"hotwords line {n}: empty phrase in {raw!r}")
+        out.append((phrase, score))
+    return out
+
+
+def read_hotwords_file(path: str | Path, default_score: float) -> list[tuple[str, float]]:
+    """The phrases of a hotwords file (see ``parse_hotwords``); ConfigError if unreadable."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read hotwords file ({e})") from e
+    return parse_hotwords(text.splitlines(), default_score)

@@ -1,0 +1,98 @@
+import numpy as np
+import pytest
+
+from streamdec import AudioInputError, StreamStateError
+from streamdec.features import FeatureConfig, StreamingFeatures, compute_fbank, fbank_options
+from model_factory import test_audio
+
+
+def test_options_are_the_models_training_options_not_knf_defaults():
+    o = fbank_options(FeatureConfig())
+    assert o.frame_opts.dither == 0.0
+    assert o.frame_opts.snip_edges is False
+    assert o.mel_opts.num_bins == 80
+    assert o.mel_opts.high_freq == -400.0
+    assert o.mel_opts.low_freq == 20.0
+    assert o.frame_opts.window_type == "povey"
+
+
+@pytest.mark.parametrize("piece", [1, 160, 777, 16000])
+def test_streaming_equals_whole(piece):
+    audio = test_audio(1.5, seed=3)
+    whole = compute_fbank(audio, 16000)
+    f = StreamingFeatures(FeatureConfig())
+    for i in range(0, len(audio), piece):
+        f.accept_waveform(16000, audio[i:i + piece])
+    f.input_finished()
+    assert f.num_frames_ready == len(whole) == 150
+    np.testing.assert_array_equal(f.frames(0, f.num_frames_ready), whole)
+
+
+def test_int16_is_scaled_like_float():
+    audio = test_audio(0.5, seed=4)
+    as_int = (audio * 32768).clip(-32768, 32767).astype(np.int16)
+    np.testing.assert_allclose(compute_fbank(as_int, 16000),
+                               compute_fbank(as_int.astype(np.float32) / 32768, 16000), atol=1e-5)
+
+
+def test_resampling_8k_gives_16k_frame_rate_and_streams():
+    audio = test_audio(2.0, seed=5, rate=8000)
+    whole = compute_fbank(audio, 8000)
+    assert len(whole) == 200
+    f = StreamingFeatures(FeatureConfig())
+    for i in range(0, len(audio), 333):
+        f.accept_waveform(8000, audio[i:i + 333])
+    f.input_finished()
+    np.testing.assert_allclose(f.frames(0, f.num_frames_ready), whole, atol=1e-3)
+
+
+def test_drop_before_frees_old_frames_keeps_indices():
+    f = StreamingFeatures(FeatureConfig())
+    f.accept_waveform(16000, test_audio(1.0, seed=6))
+    n = f.num_frames_ready
+    tail = f.frames(50, 10).copy()
+    f.drop_before(50)
+    assert f.num_frames_ready == n
+    np.testing.assert_array_equal(f.frames(50, 10), tail)
+    with pytest.raises(IndexError):
+        f.frames(10, 5)
+
+
+@pytest.mark.parametrize("samples, message", [
+    (np.zeros(100, np.int32), "dtype int32"),
+    (np.array([0.1, np.nan], np.float32), "NaN or infinity"),
+    (np.array([0.1, np.inf], np.float32), "NaN or infinity"),
+    (np.zeros(0, np.float32), "empty waveform"),
+    (np.zeros((2, 100), np.float32), "1-D mono"),
+    ([0.0, 0.1], "numpy array"),
+])
+def test_bad_samples_rejected_and_stream_unchanged(samples, message):
+    f = StreamingFeatures(FeatureConfig())
+    f.accept_waveform(16000, test_audio(0.3, seed=7))
+    before = f.num_frames_ready
+    with pytest.raises(AudioInputError, match=message):
+        f.accept_waveform(16000, samples)
+    assert f.num_frames_ready == before
+    f.accept_waveform(16000, test_audio(0.3, seed=8))  # still usable
+    assert f.num_frames_ready > before
+
+
+def test_rate_change_mid_stream_is_an_error():
+    f = StreamingFeatures(FeatureConfig())
+    f.accept_waveform(8000, test_audio(0.2, rate=8000))
+    with pytest.raises(AudioInputError, match="changed mid-stream from 8000 to 16000"):
+        f.accept_waveform(16000, test_audio(0.2))
+
+
+@pytest.mark.parametrize("rate", [0, -16000, 16000.5])
+def test_bad_rate(rate):
+    with pytest.raises(AudioInputError, match="sample rate"):
+        StreamingFeatures(FeatureConfig()).accept_waveform(rate, np.zeros(10, np.float32))
+
+
+def test_audio_after_input_finished():
+    f = StreamingFeatures(FeatureConfig())
+    f.accept_waveform(16000, test_audio(0.2))
+    f.input_finished()
+    with pytest.raises(StreamStateError):
+        f.accept_waveform(16000, test_audio(0.2))

@@ -1,0 +1,123 @@
+import numpy as np
+import onnx
+import pytest
+
+from streamdec import ModelConfig, ModelLoadError, load_model
+from streamdec.models.onnx_backend import batch_axis_from_table
+from conftest import LAYOUTS, make_recognizer
+
+EXPECTED_AXES = {
+    "lstm": [("state0", 1, np.float32), ("state1", 1, np.float32)],
+    "conformer": [("cached_attn", 2, np.float32), ("cached_conv", 2, np.float32),
+                  ("processed_lens", 0, np.int64)],
+    "zipformer2": [("cached_key_0", 1, np.float32), ("cached_conv1_0", 0, np.float32),
+                   ("embed_states", 0, np.float32), ("processed_lens", 0, np.int64)],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_state_layout_found_from_the_model(model_dirs, layout):
+    model = load_model(ModelConfig(model_dir=str(model_dirs[layout])))
+    got = [(s.name, s.batch_axis, s.dtype) for s in model.state_layout.specs]
+    assert got == [(n, a, np.dtype(t)) for n, a, t in EXPECTED_AXES[layout]]
+    m = model.meta
+    assert (m.model_type, m.chunk_frames, m.chunk_shift, m.encoder_frames_per_chunk) == \
+        (layout, 35, 32, 8)
+    assert m.subsampling == 4 and m.encoder_frame_seconds == pytest.approx(0.04)
+    assert (m.context_size, m.vocab_size, m.joiner_dim) == (2, 12, 24)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_stack_unstack_are_exact_inverses(model_dirs, layout):
+    layout_ = load_model(ModelConfig(model_dir=str(model_dirs[layout]))).state_layout
+    rng = np.random.RandomState(0)
+    streams = [[(rng.randn(*s.shape) * 10).astype(s.dtype) for s in layout_.specs]
+               for _ in range(5)]
+    batched = layout_.stack(streams)
+    for spec, t in zip(layout_.specs, batched):
+        assert t.shape[spec.batch_axis] == 5
+    back = layout_.unstack(batched, 5)
+    for a, b in zip(streams, back):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_batched_encode_equals_single(model_dirs, layout):
+    model = load_model(ModelConfig(model_dir=str(model_dirs[layout])))
+    rng = np.random.RandomState(1)
+    L = model.state_layout
+    states = []
+    for n in range(3):  # give each stream a different history
+        st = L.initial()
+        for _ in range(n + 1):
+            _, st = model.encode(rng.randn(1, 35, 80).astype(np.float32), st)
+        states.append(st)
+    x = rng.randn(3, 35, 80).astype(np.float32)
+    out, new = model.encode(x, L.stack(states))
+    for n in range(3):
+        o1, s1 = model.encode(x[n:n + 1], states[n])
+        np.testing.assert_allclose(out[n:n + 1], o1, atol=1e-5)
+        for a, b in zip(L.unstack(new, 3)[n], s1):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_family_table_is_the_fallback():
+    assert batch_axis_from_table("conformer", "cached_attn") == 2
+    assert batch_axis_from_table("zipformer2", "cached_conv1_3") == 0
+    assert batch_axis_from_table("zipformer2", "cached_key_3") == 1
+    assert batch_axis_from_table("zipformer", "cached_val2_1") == 2
+    assert batch_axis_from_table("lstm", "state1") == 1
+    assert batch_axis_from_table("unknown", "x") is None
+
+
+def _copy_model(src, dst):
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).write_bytes(f.read_bytes())
+    return dst
+
+
+def test_missing_dir(tmp_path):
+    with pytest.raises(ModelLoadError, match="model directory not found"):
+        load_model(ModelConfig(model_dir=str(tmp_path / "nope")))
+
+
+def test_missing_file(model_dirs, tmp_path):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    (d / "joiner.onnx").unlink()
+    with pytest.raises(ModelLoadError, match=r"joiner\.onnx: model file not found"):
+        load_model(ModelConfig(model_dir=str(d)))
+
+
+def test_not_onnx(model_dirs, tmp_path):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    (d / "encoder.onnx").write_bytes(b"this is not a model" * 10)
+    with pytest.raises(ModelLoadError, match=r"encoder\.onnx: not a loadable ONNX model"):
+        load_model(ModelConfig(model_dir=str(d)))
+
+
+@pytest.mark.parametrize("key", ["T", "decode_chunk_len", "model_type"])
+def test_missing_metadata(model_dirs, tmp_path, key):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    m = onnx.load(str(d / "encoder.onnx"))
+    kept = [p for p in m.metadata_props if p.key != key]
+    del m.metadata_props[:]
+    m.metadata_props.extend(kept)
+    onnx.save(m, str(d / "encoder.onnx"))
+    with pytest.raises(ModelLoadError, match=rf"encoder\.onnx: metadata lacks '{key}'"):
+        load_model(ModelConfig(model_dir=str(d)))
+
+
+def test_tokens_do_not_match_the_joiner(model_dirs, tmp_path):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    (d / "tokens.txt").write_text("<blk> 0\nA 1\n")
+    with pytest.raises(ModelLoadError, match="2 symbols but the joiner outputs 12"):
+        make_recognizer(d)
+
+
+def test_tokens_missing(model_dirs, tmp_path):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    (d / "tokens.txt").unlink()
+    with pytest.raises(ModelLoadError, match="tokens file not found"):
+        make_recognizer(d)
