@@ -7,6 +7,7 @@ from .base import Hypothesis, Search, SearchState
 from .config import SEARCH_METHODS, SearchConfig
 from .decoder_cache import DecoderCache
 from .greedy import GreedySearch
+from .modified_beam import ModifiedBeamSearch
 
 __all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHODS",
            "DecoderCache", "make_search", "SEARCHES"]
@@ -14,6 +15,7 @@ __all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHOD
 #: method name -> Search class
 SEARCHES: dict[str, type[Search]] = {
     GreedySearch.name: GreedySearch,
+    ModifiedBeamSearch.name: ModifiedBeamSearch,
 }
 
 

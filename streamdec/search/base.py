@@ -4,7 +4,7 @@ A search object is shared by all streams and holds **no per-stream state**: a st
 its search state (a frozen value) and hands it in. Every method returns new values and
 never mutates its arguments, so sibling hypotheses cannot corrupt each other.
 
-    state = search.init_state()                      # or init_state(context, frame_offset)
+    state = search.init_state()                      # or init_state(context, frame_offset, graph)
     states = search.step(states, encoder_out)        # encoder_out (N, T', D), N streams
     best = search.partial(state)                     # current best Hypothesis
     nbest = search.finalize(state)                   # end of segment/stream: n-best list
@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, replace
-from typing import ClassVar, Generic, Sequence, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Sequence, TypeVar
 
 import numpy as np
 
 from .config import SearchConfig
 from .decoder_cache import DecoderCache
+
+if TYPE_CHECKING:
+    from .context_graph import ContextGraph
 
 __all__ = ["Hypothesis", "SearchState", "Search", "initial_context", "log_softmax"]
 
@@ -113,8 +116,10 @@ class Search(abc.ABC, Generic[S]):
 
     # -- the protocol --------------------------------------------------------------------
     @abc.abstractmethod
-    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0) -> S:
-        """A fresh state; ``context`` defaults to the initial blank context."""
+    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
+                   graph: "ContextGraph | None" = None) -> S:
+        """A fresh state; ``context`` defaults to the initial blank context; ``graph``: the
+        stream's hotwords (searches that cannot bias raise ConfigError when given one)."""
 
     @abc.abstractmethod
     def step(self, states: Sequence[S], encoder_out: np.ndarray) -> list[S]:

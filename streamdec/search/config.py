@@ -29,6 +29,8 @@ class SearchConfig:
     max_sym_exp: int = 2
     # alsd: symbols one frame may emit (replaces the offline u_max bound)
     max_sym_per_frame_alsd: int = 3
+    # beam (Graves): symbols one frame may emit along a path (bounds the expansion loop)
+    max_sym_per_frame_beam: int = 4
     # nsc: expansion steps per frame and prefix length for prefix merging
     nstep: int = 2
     prefix_alpha: int = 1
@@ -45,10 +47,12 @@ class SearchConfig:
             raise ConfigError(f"search.method must be one of {', '.join(SEARCH_METHODS)}; "
                               f"got {self.method!r}")
         for name in ("max_sym_per_frame", "beam", "max_sym_exp", "max_sym_per_frame_alsd",
-                     "nstep", "nbest", "decoder_cache_size"):
+                     "max_sym_per_frame_beam", "nstep", "nbest", "decoder_cache_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"search.{name} must be >= 1, got {getattr(self, name)}")
         if self.prefix_alpha < 0:
             raise ConfigError("search.prefix_alpha must be >= 0")
+        if self.hotwords_file and self.method == "greedy":
+            raise ConfigError("search.hotwords_file needs a beam search method, not greedy")
         if not self.temperature > 0:
             raise ConfigError(f"search.temperature must be > 0, got {self.temperature}")

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
 from .base import Hypothesis, Search, SearchState, initial_context
 
 __all__ = ["GreedySearch", "GreedyState"]
@@ -26,8 +27,10 @@ class GreedyState(SearchState):
 class GreedySearch(Search[GreedyState]):
     name = "greedy"
 
-    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0
-                   ) -> GreedyState:
+    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
+                   graph=None) -> GreedyState:
+        if graph is not None:
+            raise ConfigError("hotwords need a beam search (modified_beam, alsd, tsd, beam, nsc)")
         context = context or initial_context(self.context_size, self.blank_id)
         return GreedyState(frame_offset=frame_offset, segment_start=frame_offset,
                            hyp=Hypothesis(context=context),

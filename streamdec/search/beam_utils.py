@@ -1,0 +1,198 @@
+"""Bookkeeping shared by the beam searches: state, scoring a flat batch of hypotheses,
+making children, merging equal sequences, pruning, n-best, and the common protocol
+methods (``init_state``, ``partial``, ``finalize``, ``reset``).
+
+Shape legend: N streams, n hypotheses of all streams together, D joiner dim,
+V vocabulary size.
+
+Conventions every beam search follows:
+- ``<unk>`` with ``unk_as_blank`` is merged into blank (log-add of the two log-probs) and
+  never emitted.
+- Hotword bonuses are added to the scores of token extensions *before* pruning.
+- Equal token sequences merge by log-add-exp; the merged hypothesis keeps the frames,
+  log-probs and graph state of the better one (ties: the first one seen).
+- Ranking for ``partial``/``finalize``: ``Hypothesis.normalized_score`` (score divided by the
+  number of tokens of the segment, the decoder's start context not counted; an empty
+  hypothesis divides by 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from .base import Hypothesis, Search, SearchState, initial_context, log_softmax
+from .context_graph import ContextGraph
+
+__all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "context_at"]
+
+
+@dataclass(frozen=True)
+class BeamState(SearchState):
+    """The whole beam of one stream, carried from chunk to chunk."""
+
+    hyps: tuple[Hypothesis, ...] = ()
+    start_context: tuple[int, ...] = ()  # decoder context at the segment start
+    graph: ContextGraph | None = None  # hotwords of this stream (None: no biasing)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Joiner scores of a flat batch of n hypotheses (row r belongs to ``hyps[r]``).
+
+    ``total[r, v]`` is the score of the child of ``hyps[r]`` by token v (v = blank: the
+    blank child): hypothesis score + log-prob (+ hotword bonus for tokens); the ``<unk>``
+    column is -inf when it is merged into blank."""
+
+    hyps: Sequence[Hypothesis]
+    graphs: Sequence[ContextGraph | None]
+    total: np.ndarray  # (n, V) float64
+    reported: np.ndarray  # (n, V) per-token log-probs at the configured temperature
+
+    def child(self, r: int, token: int, frame: int, blank_id: int) -> Hypothesis:
+        """The child of row ``r`` by ``token`` (the blank child for ``blank_id``)."""
+        hyp, score = self.hyps[r], float(self.total[r, token])
+        if token == blank_id:
+            return replace(hyp, score=score)
+        graph = self.graphs[r]
+        node = graph.next_node(hyp.graph_node, token) if graph is not None else 0
+        return hyp.extend(token, frame, float(self.reported[r, token]), score, node)
+
+    def top_tokens(self, r: int, k: int, blank_id: int) -> np.ndarray:
+        """The k best non-blank tokens of row r, best first (stable on ties)."""
+        row = self.total[r].copy()
+        row[blank_id] = -np.inf
+        order = np.argsort(-row, kind="stable")[:k]
+        return order[np.isfinite(row[order])]
+
+
+def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
+               graphs: Sequence[ContextGraph | None]) -> Scored:
+    """One decoder call (through the cache) and one joiner call for n hypotheses.
+
+    hyps: n hypotheses; enc: (n, D) the encoder frame each one is scored at; graphs: n."""
+    dec = search.decoder_cache.get([h.context for h in hyps])
+    logp, reported = search.scores(enc, dec)
+    logp = logp.astype(np.float64)
+    if search.unk_id is not None and search.unk_id != search.blank_id:
+        logp[:, search.blank_id] = np.logaddexp(logp[:, search.blank_id], logp[:, search.unk_id])
+        logp[:, search.unk_id] = -np.inf
+    total = logp + np.array([h.score for h in hyps], np.float64)[:, None]
+    rows = [r for r, g in enumerate(graphs) if g is not None]
+    if rows:
+        bonus = np.stack([graphs[r].bonus_rows([hyps[r].graph_node])[0] for r in rows])
+        bonus[:, search.blank_id] = 0.0
+        total[rows] += bonus
+    return Scored(hyps, graphs, total, reported)
+
+
+def merge(hyps: Iterable[Hypothesis]) -> list[Hypothesis]:
+    """Equal token sequences merged by log-add-exp (order of first appearance kept)."""
+    out: dict[tuple[int, ...], Hypothesis] = {}
+    for h in hyps:
+        old = out.get(h.tokens)
+        if old is None:
+            out[h.tokens] = h
+        else:
+            best = h if h.score > old.score else old
+            out[h.tokens] = replace(best, score=float(np.logaddexp(old.score, h.score)))
+    return list(out.values())
+
+
+def prune(hyps: Iterable[Hypothesis], k: int) -> list[Hypothesis]:
+    """The k best by score (stable: earlier wins ties)."""
+    return sorted(hyps, key=lambda h: -h.score)[:k]
+
+
+def ranked(hyps: Iterable[Hypothesis]) -> list[Hypothesis]:
+    """Best first by length-normalised score (stable)."""
+    return sorted(hyps, key=lambda h: -h.normalized_score)
+
+
+def context_at(start_context: tuple[int, ...], tokens: tuple[int, ...], k: int
+               ) -> tuple[int, ...]:
+    """The decoder context after the first k of ``tokens`` of a segment."""
+    size = len(start_context)
+    return (start_context + tokens[:k])[-size:]
+
+
+def refunded(hyp: Hypothesis, graph: ContextGraph | None) -> Hypothesis:
+    """``hyp`` at segment end: a partial hotword match gives its bonus back."""
+    if graph is None or hyp.graph_node == 0:
+        return hyp
+    return replace(hyp, score=hyp.score - graph.refund(hyp.graph_node), graph_node=0)
+
+
+def tokens_at_frame(hyp: Hypothesis, frame: int) -> int:
+    """How many of ``hyp``'s tokens were emitted at ``frame``."""
+    n = 0
+    for f in reversed(hyp.frames):
+        if f != frame:
+            break
+        n += 1
+    return n
+
+
+class BeamSearchBase(Search[BeamState]):
+    """Protocol methods common to the frame-synchronous beam searches.
+
+    Subclasses implement ``_frame(beams, enc, frames, graphs)``: advance every stream's
+    beam by one encoder frame (enc (N, D), frames: absolute index per stream)."""
+
+    state_class: type[BeamState] = BeamState
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.config.beam < 1:
+            raise ConfigError("search.beam must be >= 1")
+
+    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
+                   graph: ContextGraph | None = None) -> BeamState:
+        context = tuple(context or initial_context(self.context_size, self.blank_id))
+        return self.state_class(frame_offset=frame_offset, segment_start=frame_offset,
+                                hyps=(Hypothesis(context=context),), start_context=context,
+                                graph=graph)
+
+    def step(self, states: Sequence[BeamState], encoder_out: np.ndarray) -> list[BeamState]:
+        beams = [list(s.hyps) for s in states]
+        graphs = [s.graph for s in states]
+        for t in range(encoder_out.shape[1]):
+            beams = self._frame(beams, encoder_out[:, t], [s.frame_offset + t for s in states],
+                                graphs)
+        advance = encoder_out.shape[1]
+        return [replace(s, hyps=tuple(b), frame_offset=s.frame_offset + advance)
+                for s, b in zip(states, beams)]
+
+    def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
+               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+        raise NotImplementedError
+
+    def _score(self, beams: Sequence[Sequence[Hypothesis]], enc: np.ndarray,
+               graphs: Sequence[ContextGraph | None]) -> tuple[Scored, list[range]]:
+        """Score every hypothesis of every stream against its stream's frame enc (N, D).
+        Returns the scores and, per stream, its rows."""
+        flat, rows, owner = [], [], []
+        for n, beam in enumerate(beams):
+            rows.append(range(len(flat), len(flat) + len(beam)))
+            flat.extend(beam)
+            owner.extend([n] * len(beam))
+        scored = score_hyps(self, flat, enc[owner], [graphs[n] for n in owner])
+        return scored, rows
+
+    def _end_hyps(self, state: BeamState) -> list[Hypothesis]:
+        """The hypotheses a segment ends with (ALSD overrides)."""
+        return list(state.hyps)
+
+    def partial(self, state: BeamState) -> Hypothesis:
+        return ranked(state.hyps)[0]
+
+    def finalize(self, state: BeamState) -> list[Hypothesis]:
+        hyps = [refunded(h, state.graph) for h in self._end_hyps(state)]
+        return ranked(hyps)[:self.config.nbest]
+
+    def reset(self, state: BeamState) -> BeamState:
+        context = self.finalize(state)[0].context
+        return self.init_state(context, state.frame_offset, state.graph)

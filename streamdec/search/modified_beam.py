@@ -1,0 +1,39 @@
+"""Modified beam search (icefall / sherpa-onnx): at most one symbol per frame.
+
+Per encoder frame, for all hypotheses of all streams at once: one decoder call (through the
+cache) and one joiner call; each stream keeps the ``beam`` (max_active_paths) best of its
+(hypotheses x vocabulary) children: a blank keeps the sequence, a token appends it. Equal
+sequences merge by log-add-exp. The best hypothesis is the one with the best score divided
+by its number of tokens (see ``beam_utils``).
+
+Shape legend: N streams, D joiner dim, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Hypothesis
+from .beam_utils import BeamSearchBase, merge
+from .context_graph import ContextGraph
+
+__all__ = ["ModifiedBeamSearch"]
+
+
+class ModifiedBeamSearch(BeamSearchBase):
+    name = "modified_beam"
+
+    def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
+               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+        """enc (N, D): one frame per stream -> the new beams."""
+        scored, rows = self._score(beams, enc, graphs)
+        vocab = scored.total.shape[1]
+        out = []
+        for n, r in enumerate(rows):
+            flat = scored.total[r.start:r.stop].ravel()
+            best = np.argsort(-flat, kind="stable")[:self.config.beam]
+            children = [scored.child(r.start + int(i) // vocab, int(i) % vocab, frames[n],
+                                     self.blank_id)
+                        for i in best if np.isfinite(flat[i])]
+            out.append(merge(children))
+        return out

@@ -1,0 +1,153 @@
+"""Plain offline reference searches for the equivalence tests, and small test helpers.
+
+Each ``*_ref`` runs one algorithm over a whole utterance's encoder output (T, D) at once,
+one hypothesis at a time, with no batching, no caching and no state carried between calls.
+They follow the conventions documented in ``streamdec.search.beam_utils`` (unk merged into
+blank, log-add merging keeping the better alignment, ranking by score / tokens) and return
+``Hypothesis`` lists, best first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from streamdec.models.base import ModelMeta
+from streamdec.search.base import Hypothesis, initial_context, log_softmax
+
+# -- models ------------------------------------------------------------------------------
+
+
+class ToyModel:
+    """A numpy transducer (decoder + joiner only) with random weights; encoder frames are
+    supplied by the test. ``unk_id`` is the last id."""
+
+    def __init__(self, vocab: int = 7, dim: int = 6, context_size: int = 2, seed: int = 0,
+                 blank_bias: float = 0.5, scale: float = 2.0):
+        rng = np.random.RandomState(seed)
+        self.meta = ModelMeta(model_type="toy", chunk_frames=1, chunk_shift=4,
+                              encoder_frames_per_chunk=1, feature_dim=1, joiner_dim=dim,
+                              context_size=context_size, vocab_size=vocab)
+        self.emb = rng.randn(vocab, dim).astype(np.float32)
+        self.proj = rng.randn(context_size * dim, dim).astype(np.float32) * 0.5
+        self.out = rng.randn(dim, vocab).astype(np.float32) * scale
+        self.out_bias = np.zeros(vocab, np.float32)
+        self.out_bias[0] = blank_bias
+        self.decode_calls = 0
+        self.join_calls = 0
+
+    def decode(self, contexts: np.ndarray) -> np.ndarray:
+        self.decode_calls += 1
+        mask = (contexts >= 0)[..., None].astype(np.float32)
+        e = self.emb[np.maximum(contexts, 0)] * mask
+        return np.tanh(e.reshape(len(contexts), -1) @ self.proj)
+
+    def join(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
+        self.join_calls += 1
+        return np.tanh(encoder_out + decoder_out) @ self.out + self.out_bias
+
+    def random_encoder_out(self, frames: int, seed: int = 0) -> np.ndarray:
+        """(T, D) float32 frames that make the toy model emit a few tokens."""
+        return np.random.RandomState(seed).randn(frames, self.meta.joiner_dim).astype(np.float32)
+
+
+def encoder_output(rec, audio: np.ndarray, rate: int = 16000) -> np.ndarray:
+    """(T', D) encoder output of a whole utterance, computed chunk by chunk as the
+    Recognizer does (tail padding included)."""
+    meta, layout = rec.meta, rec.model.state_layout
+    stream = rec.create_stream()
+    stream.accept_waveform(rate, audio)
+    stream.input_finished()
+    states, out, start = layout.initial(), [], 0
+    while stream.features.num_frames_ready >= start + meta.chunk_frames:
+        x = stream.features.frames(start, meta.chunk_frames)[None]
+        enc, states = rec.model.encode(x, states)
+        out.append(enc[0])
+        start += meta.chunk_shift
+    return np.concatenate(out)
+
+
+# -- shared reference pieces -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefOptions:
+    beam: int = 4
+    nbest: int = 4
+    unk_id: int | None = None
+    blank_id: int = 0
+    max_sym_per_frame_alsd: int = 3
+    max_sym_exp: int = 2
+    nstep: int = 2
+    prefix_alpha: int = 1
+    max_sym_per_frame_beam: int = 4
+
+
+def logp_of(model, context: tuple[int, ...], frame: np.ndarray, opts: RefOptions) -> np.ndarray:
+    """(V,) float64 log-probs of one hypothesis at one frame, unk merged into blank."""
+    dec = model.decode(np.array([context], np.int64))
+    logp = log_softmax(model.join(frame[None].astype(np.float32), dec)).astype(np.float64)[0]
+    if opts.unk_id is not None:
+        logp[opts.blank_id] = np.logaddexp(logp[opts.blank_id], logp[opts.unk_id])
+        logp[opts.unk_id] = -np.inf
+    return logp
+
+
+def add_token(hyp: Hypothesis, token: int, frame: int, logp: np.ndarray) -> Hypothesis:
+    return hyp.extend(token, frame, float(logp[token]), hyp.score + float(logp[token]))
+
+
+def add_blank(hyp: Hypothesis, logp: np.ndarray, blank_id: int = 0) -> Hypothesis:
+    return replace(hyp, score=hyp.score + float(logp[blank_id]))
+
+
+def recombine(hyps):
+    out = {}
+    for h in hyps:
+        if h.tokens not in out:
+            out[h.tokens] = h
+        else:
+            old = out[h.tokens]
+            best = h if h.score > old.score else old
+            out[h.tokens] = replace(best, score=float(np.logaddexp(old.score, h.score)))
+    return list(out.values())
+
+
+def best_k(hyps, k):
+    return sorted(hyps, key=lambda h: -h.score)[:k]
+
+
+def nbest_of(hyps, n):
+    return sorted(hyps, key=lambda h: -h.normalized_score)[:n]
+
+
+def top_tokens(logp: np.ndarray, k: int, blank_id: int = 0) -> list[int]:
+    row = logp.copy()
+    row[blank_id] = -np.inf
+    order = np.argsort(-row, kind="stable")[:k]
+    return [int(v) for v in order if np.isfinite(row[v])]
+
+
+def start(model, opts: RefOptions) -> Hypothesis:
+    return Hypothesis(context=initial_context(model.meta.context_size, opts.blank_id))
+
+
+# -- the algorithms --------------------------------------------------------------------
+
+
+def modified_beam_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
+    """icefall's modified beam search over (T, D)."""
+    beam = [start(model, opts)]
+    for t in range(len(enc)):
+        cands = []
+        for h in beam:
+            logp = logp_of(model, h.context, enc[t], opts)
+            for v in range(len(logp)):
+                if np.isfinite(logp[v]):
+                    cands.append((h.score + float(logp[v]), len(cands), h, v, logp))
+        cands.sort(key=lambda c: (-c[0], c[1]))
+        children = [add_blank(h, lp, opts.blank_id) if v == opts.blank_id
+                    else add_token(h, v, t, lp) for _, _, h, v, lp in cands[:opts.beam]]
+        beam = recombine(children)
+    return nbest_of(beam, opts.nbest)
