@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from .errors import ModelLoadError
+from .errors import ModelLoadError, TokenizeError
 
 __all__ = ["SymbolTable", "WORD_START"]
 
@@ -30,6 +30,8 @@ class SymbolTable:
         self.symbol_to_id = {s: i for i, s in self.id_to_symbol.items()}
         self.blank_id = self.symbol_to_id.get("<blk>", 0)
         self.unk_id = self.symbol_to_id.get("<unk>")
+        self.bpe_model: Path | None = None  # sentencepiece model used by ``encode``
+        self._sp = None
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SymbolTable":
@@ -50,7 +52,10 @@ class SymbolTable:
                 table[int(idx)] = sym
             except ValueError:
                 raise ModelLoadError(f"{path}:{n}: expected 'symbol id', got {line!r}") from None
-        return cls(table)
+        symbols = cls(table)
+        bpe = path.parent / "bpe.model"
+        symbols.bpe_model = bpe if bpe.is_file() else None
+        return symbols
 
     def __len__(self) -> int:
         return len(self.id_to_symbol)
@@ -69,3 +74,36 @@ class SymbolTable:
             elif not _SPECIAL.match(sym):
                 out += sym.replace(WORD_START, " ").encode("utf-8")
         return " ".join(out.decode("utf-8", errors="replace").split())
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` in the model's units (hotword phrases).
+
+        With a ``bpe.model`` beside tokens.txt: its sentencepiece pieces. Otherwise
+        characters: each word preceded by ``▁`` when that symbol exists, letters in the case
+        the table mostly uses (upper case unless it holds more lower-case letters). Raises
+        TokenizeError for a unit the table lacks."""
+        words = text.split()
+        if not words:
+            raise TokenizeError(f"nothing to tokenize in {text!r}")
+        letters = [s for s in self.symbol_to_id if len(s) == 1 and s.isalpha()]
+        lower = sum(s.islower() for s in letters) > sum(s.isupper() for s in letters)
+        words = [w.lower() if lower else w.upper() for w in words]
+        if self.bpe_model is not None:
+            pieces = self._sentencepiece().encode(" ".join(words), out_type=str)
+        else:
+            start = [WORD_START] if WORD_START in self.symbol_to_id else []
+            pieces = [p for w in words for p in start + list(w)]
+        missing = sorted({p for p in pieces if p not in self.symbol_to_id})
+        if missing:
+            raise TokenizeError(f"{text!r}: the model has no unit for {', '.join(missing)}")
+        return [self.symbol_to_id[p] for p in pieces]
+
+    def _sentencepiece(self):
+        if self._sp is None:
+            try:
+                import sentencepiece
+            except ImportError as e:
+                raise TokenizeError(f"{self.bpe_model}: tokenizing text with a BPE model needs "
+                                    "the sentencepiece package (pip install sentencepiece)") from e
+            self._sp = sentencepiece.SentencePieceProcessor(model_file=str(self.bpe_model))
+        return self._sp

@@ -206,6 +206,34 @@ def _add_metadata(path: Path, meta: dict) -> None:
     onnx.save(model, str(path))
 
 
+def _script_lstm(torch, enc, dec, joiner, inputs, path: Path) -> None:
+    """model.pt for the PyTorch backend: the same networks as TorchScript."""
+    from typing import List, Tuple
+
+    traced = torch.jit.trace(enc, inputs)
+
+    class Scripted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec, self.join = traced, dec, joiner
+
+        @torch.jit.export
+        def encoder(self, x: torch.Tensor, states: List[torch.Tensor]
+                    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+            out, s0, s1 = self.enc(x, states[0], states[1])
+            return out, [s0, s1]
+
+        @torch.jit.export
+        def decoder(self, y: torch.Tensor) -> torch.Tensor:
+            return self.dec(y)
+
+        @torch.jit.export
+        def joiner(self, encoder_out: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
+            return self.join(encoder_out, decoder_out)
+
+    torch.jit.save(torch.jit.script(Scripted().eval()), str(path))
+
+
 def export_test_model(layout: str, out_dir: Path, seed: int = 0) -> Path:
     """Export a random-weight model of ``layout`` into ``out_dir``; returns ``out_dir``."""
     torch = _torch()
@@ -231,6 +259,8 @@ def export_test_model(layout: str, out_dir: Path, seed: int = 0) -> Path:
     _add_metadata(out_dir / "encoder.onnx", {**meta, "T": T_CHUNK, "decode_chunk_len": CHUNK_SHIFT})
     _add_metadata(out_dir / "decoder.onnx", {"vocab_size": VOCAB, "context_size": CONTEXT})
     _add_metadata(out_dir / "joiner.onnx", {"joiner_dim": JOINER})
+    if layout == "lstm":
+        _script_lstm(torch, enc, dec, joiner, inputs, out_dir / "model.pt")
     (out_dir / "tokens.txt").write_text("".join(f"{s} {i}\n" for i, s in enumerate(SYMBOLS)),
                                         encoding="utf-8")
     return out_dir

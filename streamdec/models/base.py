@@ -14,7 +14,7 @@ import numpy as np
 
 from .states import StateLayout
 
-__all__ = ["ModelMeta", "TransducerModel"]
+__all__ = ["ModelMeta", "TransducerModel", "probe_meta"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,27 @@ class TransducerModel(Protocol):
     def join(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
         """encoder_out (N, D), decoder_out (N, D) -> raw logits (N, V)."""
         ...
+
+
+def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, chunk_shift: int,
+               context_size: int, feature_dim: int, where: object) -> ModelMeta:
+    """Complete the metadata with one test call of each network: T' and D come from the
+    encoder's output, V from the joiner's (nothing hard-coded). ``where`` names the file
+    in errors."""
+    from ..errors import ModelLoadError
+
+    if not 0 < chunk_shift <= chunk_frames:
+        raise ModelLoadError(f"{where}: need 0 < decode_chunk_len <= T, got "
+                             f"{chunk_shift}, {chunk_frames}")
+    probe = np.zeros((1, chunk_frames, feature_dim), np.float32)
+    encoder_out, _ = model.encode(probe, model.state_layout.initial())
+    decoder_out = model.decode(np.zeros((1, context_size), np.int64))
+    logits = model.join(encoder_out[:, 0], decoder_out)
+    t_out = encoder_out.shape[1]
+    if t_out == 0 or chunk_shift % t_out:
+        raise ModelLoadError(f"{where}: decode_chunk_len {chunk_shift} is not a multiple of "
+                             f"the {t_out} encoder frames one call produces")
+    return ModelMeta(model_type=model_type, chunk_frames=chunk_frames, chunk_shift=chunk_shift,
+                     encoder_frames_per_chunk=t_out, feature_dim=feature_dim,
+                     joiner_dim=encoder_out.shape[2], context_size=context_size,
+                     vocab_size=logits.shape[-1])

@@ -8,17 +8,19 @@ axis); a per-family name table is used only when an export declared fixed sizes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import ModelLoadError
-from .base import ModelMeta
+from .base import probe_meta
 from .config import ModelConfig
 from .states import StateLayout, StateSpec
 
-__all__ = ["OnnxTransducer", "batch_axis_from_table"]
+__all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
+           "open_session", "batch_axis_from_table"]
 
 _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                "tensor(float16)": np.float16, "tensor(int32)": np.int32,
@@ -44,7 +46,7 @@ def batch_axis_from_table(model_type: str, state_name: str) -> int | None:
     return None
 
 
-def _open_session(path: Path, config: ModelConfig):
+def open_session(path: Path, config: ModelConfig):
     import onnxruntime as ort
 
     if not path.is_file():
@@ -76,80 +78,84 @@ def _meta_int(meta: dict[str, str], key: str, path: Path) -> int:
         raise ModelLoadError(f"{path}: metadata {key!r} is not an integer: {meta[key]!r}") from None
 
 
+@dataclass(frozen=True)
+class EncoderContract:
+    """What an encoder file declares: family, chunking, feature dim and state layout."""
+
+    model_type: str
+    chunk_frames: int
+    chunk_shift: int
+    feature_dim: int
+    state_layout: StateLayout
+
+
+def read_encoder_contract(session, path: Path) -> EncoderContract:
+    """Read the chunking metadata and the state layout an encoder session declares."""
+    meta = _metadata(session)
+    model_type = meta.get("model_type")
+    if not model_type:
+        raise ModelLoadError(f"{path}: metadata lacks 'model_type'")
+    inputs = session.get_inputs()
+    feature_dim = inputs[0].shape[-1]
+    if not isinstance(feature_dim, int):
+        raise ModelLoadError(f"{path}: input 0 must declare a fixed feature dim")
+    if len(session.get_outputs()) != len(inputs):
+        raise ModelLoadError(f"{path}: {len(inputs) - 1} state inputs but "
+                             f"{len(session.get_outputs()) - 1} state outputs")
+    return EncoderContract(
+        model_type=model_type, chunk_frames=_meta_int(meta, "T", path),
+        chunk_shift=_meta_int(meta, "decode_chunk_len", path), feature_dim=feature_dim,
+        state_layout=StateLayout(tuple(_state_spec(i, model_type, path) for i in inputs[1:])))
+
+
+def _state_spec(inp, model_type: str, path: Path) -> StateSpec:
+    shape = list(inp.shape)
+    symbolic = [i for i, d in enumerate(shape) if not isinstance(d, int)]
+    if len(symbolic) == 1:
+        axis = symbolic[0]
+    else:
+        axis = batch_axis_from_table(model_type, inp.name)
+        if axis is None or axis >= len(shape):
+            raise ModelLoadError(f"{path}: cannot tell the batch axis of state {inp.name!r} "
+                                 f"{shape} (model_type {model_type!r})")
+    shape[axis] = 1
+    if not all(isinstance(d, int) for d in shape):
+        raise ModelLoadError(f"{path}: state {inp.name!r} has unknown size {inp.shape}")
+    dtype = _ORT_DTYPES.get(inp.type)
+    if dtype is None:
+        raise ModelLoadError(f"{path}: state {inp.name!r} has unsupported type {inp.type}")
+    return StateSpec(inp.name, np.dtype(dtype), axis, tuple(shape))
+
+
+def read_context_size(session, path: Path) -> int:
+    return _meta_int(_metadata(session), "context_size", path)
+
+
 class OnnxTransducer:
     """A streaming transducer run by ONNX Runtime. See ``TransducerModel`` for the methods."""
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         enc_path, dec_path, join_path = (config.file(s) for s in ("encoder", "decoder", "joiner"))
-        self.encoder = _open_session(enc_path, config)
-        self.decoder = _open_session(dec_path, config)
-        self.joiner = _open_session(join_path, config)
-
-        enc_meta = _metadata(self.encoder)
-        dec_meta = _metadata(self.decoder)
-        model_type = enc_meta.get("model_type")
-        if not model_type:
-            raise ModelLoadError(f"{enc_path}: metadata lacks 'model_type'")
-        chunk_frames = _meta_int(enc_meta, "T", enc_path)
-        chunk_shift = _meta_int(enc_meta, "decode_chunk_len", enc_path)
-        if not 0 < chunk_shift <= chunk_frames:
-            raise ModelLoadError(f"{enc_path}: need 0 < decode_chunk_len <= T, got "
-                                 f"{chunk_shift}, {chunk_frames}")
-        context_size = _meta_int(dec_meta, "context_size", dec_path)
-
-        enc_inputs = self.encoder.get_inputs()
-        feature_dim = enc_inputs[0].shape[-1]
-        if not isinstance(feature_dim, int):
-            raise ModelLoadError(f"{enc_path}: input 0 must declare a fixed feature dim")
-        self.state_layout = StateLayout(tuple(
-            self._state_spec(inp, model_type, enc_path) for inp in enc_inputs[1:]))
-        if len(self.encoder.get_outputs()) != len(enc_inputs):
-            raise ModelLoadError(f"{enc_path}: {len(enc_inputs) - 1} state inputs but "
-                                 f"{len(self.encoder.get_outputs()) - 1} state outputs")
-        self._enc_in = [i.name for i in enc_inputs]
+        self.encoder = open_session(enc_path, config)
+        self.decoder = open_session(dec_path, config)
+        self.joiner = open_session(join_path, config)
+        contract = read_encoder_contract(self.encoder, enc_path)
+        self.state_layout = contract.state_layout
+        self._enc_in = [i.name for i in self.encoder.get_inputs()]
         self._dec_in = self.decoder.get_inputs()[0].name
         self._join_in = [i.name for i in self.joiner.get_inputs()]
         if len(self._join_in) != 2:
             raise ModelLoadError(f"{join_path}: joiner must take 2 inputs, has {len(self._join_in)}")
-
-        # One test call finds T' and D instead of trusting a hard-coded subsampling factor.
-        probe = np.zeros((1, chunk_frames, feature_dim), np.float32)
-        enc_out, _ = self.encode(probe, self.state_layout.initial())
-        dec_out = self.decode(np.zeros((1, context_size), np.int64))
-        logits = self.join(enc_out[:, 0], dec_out)
-        t_out, joiner_dim = enc_out.shape[1], enc_out.shape[2]
-        if t_out == 0 or chunk_shift % t_out:
-            raise ModelLoadError(f"{enc_path}: decode_chunk_len {chunk_shift} is not a multiple "
-                                 f"of the {t_out} encoder frames one call produces")
-        self.meta = ModelMeta(
-            model_type=model_type, chunk_frames=chunk_frames, chunk_shift=chunk_shift,
-            encoder_frames_per_chunk=t_out, feature_dim=feature_dim, joiner_dim=joiner_dim,
-            context_size=context_size, vocab_size=logits.shape[-1])
-        declared_vocab = dec_meta.get("vocab_size")
+        self.meta = probe_meta(self, model_type=contract.model_type,
+                               chunk_frames=contract.chunk_frames,
+                               chunk_shift=contract.chunk_shift,
+                               context_size=read_context_size(self.decoder, dec_path),
+                               feature_dim=contract.feature_dim, where=enc_path)
+        declared_vocab = _metadata(self.decoder).get("vocab_size")
         if declared_vocab is not None and int(declared_vocab) != self.meta.vocab_size:
             raise ModelLoadError(f"{dec_path}: vocab_size {declared_vocab} != joiner output "
                                  f"{self.meta.vocab_size}")
-
-    @staticmethod
-    def _state_spec(inp, model_type: str, path: Path) -> StateSpec:
-        shape = list(inp.shape)
-        symbolic = [i for i, d in enumerate(shape) if not isinstance(d, int)]
-        if len(symbolic) == 1:
-            axis = symbolic[0]
-        else:
-            axis = batch_axis_from_table(model_type, inp.name)
-            if axis is None or axis >= len(shape):
-                raise ModelLoadError(
-                    f"{path}: cannot tell the batch axis of state {inp.name!r} {shape} "
-                    f"(model_type {model_type!r})")
-        shape[axis] = 1
-        if not all(isinstance(d, int) for d in shape):
-            raise ModelLoadError(f"{path}: state {inp.name!r} has unknown size {inp.shape}")
-        dtype = _ORT_DTYPES.get(inp.type)
-        if dtype is None:
-            raise ModelLoadError(f"{path}: state {inp.name!r} has unsupported type {inp.type}")
-        return StateSpec(inp.name, np.dtype(dtype), axis, tuple(shape))
 
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:

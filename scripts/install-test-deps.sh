@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian/Ubuntu machine:
+# system tools (speech synthesizers for the recipe smoke test and test audio, sox,
+# PortAudio + PulseAudio for the microphone tests) and the package with its test extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 libportaudio2 pulseaudio pulseaudio-utils"
+missing=""
+for p in $PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+
+# torch is pinned (a CPU wheel of 2.13.0 is what the project trains and tests with).
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'

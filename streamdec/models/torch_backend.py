@@ -1,0 +1,71 @@
+"""PyTorch backend: runs ``model.pt``, a TorchScript export of the same trained model.
+
+``model.pt`` has methods ``encoder(x, states: List[Tensor]) -> (encoder_out, states)``,
+``decoder(y) -> decoder_out``, ``joiner(encoder_out, decoder_out) -> logits`` with the
+same shapes and semantics as the ONNX files. The chunking metadata and the state layout
+are read from the ``encoder.onnx`` beside it, so both backends share one contract.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ModelLoadError
+from .base import probe_meta
+from .config import ModelConfig
+from .onnx_backend import open_session, read_context_size, read_encoder_contract
+
+__all__ = ["TorchTransducer"]
+
+
+class TorchTransducer:
+    """See ``TransducerModel``. Thread count: ``torch.set_num_threads`` is process-wide."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        try:
+            import torch
+        except ImportError:
+            raise ModelLoadError("the torch backend needs PyTorch: "
+                                 "pip install 'streamdec[torch]'") from None
+        self._torch = torch
+        path = config.path / "model.pt"
+        if not path.is_file():
+            raise ModelLoadError(f"{path}: model file not found")
+        try:
+            self.module = torch.jit.load(str(path), map_location="cpu").eval()
+        except Exception as e:  # torch raises RuntimeError / pickle errors
+            raise ModelLoadError(f"{path}: not a loadable TorchScript model ({e})") from None
+        for method in ("encoder", "decoder", "joiner"):
+            if not hasattr(self.module, method):
+                raise ModelLoadError(f"{path}: TorchScript module lacks method {method!r}")
+        torch.set_num_threads(config.num_threads)
+        enc_path = config.path / "encoder.onnx"
+        contract = read_encoder_contract(open_session(enc_path, config), enc_path)
+        dec_path = config.path / "decoder.onnx"
+        self.state_layout = contract.state_layout
+        self.meta = probe_meta(self, model_type=contract.model_type,
+                               chunk_frames=contract.chunk_frames,
+                               chunk_shift=contract.chunk_shift,
+                               context_size=read_context_size(open_session(dec_path, config),
+                                                              dec_path),
+                               feature_dim=contract.feature_dim, where=path)
+
+    def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
+               ) -> tuple[np.ndarray, list[np.ndarray]]:
+        t = self._torch
+        with t.inference_mode():
+            out, new = self.module.encoder(t.from_numpy(np.ascontiguousarray(features)),
+                                           [t.from_numpy(np.ascontiguousarray(s)) for s in states])
+        return out.numpy(), [s.numpy() for s in new]
+
+    def decode(self, contexts: np.ndarray) -> np.ndarray:
+        with self._torch.inference_mode():
+            return self.module.decoder(self._torch.from_numpy(contexts)).numpy()
+
+    def join(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
+        t = self._torch
+        with t.inference_mode():
+            return self.module.joiner(t.from_numpy(np.ascontiguousarray(encoder_out)),
+                                      t.from_numpy(np.ascontiguousarray(decoder_out))).numpy()
