@@ -28,6 +28,8 @@ from .models import ModelConfig, TransducerModel, load_model
 from .results import Result, make_result
 from .search import DecoderCache, Search, SearchConfig, make_search
 from .search.base import Hypothesis, SearchState
+from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
+                                   read_hotwords_file)
 from .stream import Stream
 from .tokens import SymbolTable
 
@@ -57,6 +59,8 @@ class Recognizer:
                                  f"encoder's input dim {self.meta.feature_dim}")
         self._decoder_cache = DecoderCache(self.model, self.config.search.decoder_cache_size)
         self._searches: dict[SearchConfig, Search] = {}
+        self._file_hotwords: dict[tuple, list[tuple[str, float]]] = {}
+        self._file_graphs: dict[tuple, ContextGraph | None] = {}
 
     def search_for(self, config: SearchConfig) -> Search:
         """The shared search object of one configuration."""
@@ -66,12 +70,32 @@ class Recognizer:
             self._searches[config] = search
         return search
 
-    def create_stream(self, search: SearchConfig | None = None) -> Stream:
-        """A new stream, decoded with ``search`` (default: the recognizer's search config)."""
-        s = self.search_for(search or self.config.search)
+    def create_stream(self, search: SearchConfig | None = None,
+                      hotwords: Sequence[str] = ()) -> Stream:
+        """A new stream, decoded with ``search`` (default: the recognizer's search config).
+
+        ``hotwords``: phrases (``phrase`` or ``phrase :score``) biased in this stream, on top
+        of those of ``search.hotwords_file``; they need a beam search (ConfigError with
+        greedy) and units of the model (TokenizeError)."""
+        config = search or self.config.search
+        s = self.search_for(config)
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
                       encoder_states=self.model.state_layout.initial(), search=s,
-                      search_state=s.init_state())
+                      search_state=s.init_state(graph=self._hotwords(config, hotwords)))
+
+    def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:
+        """The hotwords graph of a stream: the config's file plus ``extra`` phrases."""
+        key = (config.hotwords_file, config.hotwords_score)
+        if key not in self._file_hotwords:
+            self._file_hotwords[key] = (read_hotwords_file(config.hotwords_file,
+                                                           config.hotwords_score)
+                                        if config.hotwords_file else [])
+        phrases = self._file_hotwords[key] + parse_hotwords(extra, config.hotwords_score)
+        if not extra:  # the same graph for every stream of this config
+            if key not in self._file_graphs:
+                self._file_graphs[key] = hotwords_graph(phrases, self.symbols)
+            return self._file_graphs[key]
+        return hotwords_graph(phrases, self.symbols)
 
     def is_ready(self, stream: Stream) -> bool:
         """True when the stream holds a whole encoder chunk not yet decoded."""

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["ContextGraph", "parse_hotwords", "read_hotwords_file"]
+__all__ = ["ContextGraph", "parse_hotwords", "read_hotwords_file", "hotwords_graph"]
 
 
 @dataclass
@@ -168,3 +168,18 @@ def read_hotwords_file(path: str | Path, default_score: float) -> list[tuple[str
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read hotwords file ({e})") from e
     return parse_hotwords(text.splitlines(), default_score)
+
+
+def hotwords_graph(phrases: Sequence[tuple[str, float]], symbols) -> ContextGraph | None:
+    """The graph of (text, bonus per token) phrases tokenised with ``symbols``
+    (a ``SymbolTable``); None without phrases. A leading stand-alone word-boundary unit is
+    dropped, so a phrase also matches at the start of an utterance. Raises TokenizeError."""
+    from ..tokens import WORD_START
+
+    seqs = []
+    for text, score in phrases:
+        ids = symbols.encode(text)
+        if len(ids) > 1 and symbols.id_to_symbol.get(ids[0]) == WORD_START:
+            ids = ids[1:]
+        seqs.append((ids, score))
+    return ContextGraph.build(seqs, len(symbols)) if seqs else None
