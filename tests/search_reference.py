@@ -151,3 +151,24 @@ def modified_beam_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothes
                     else add_token(h, v, t, lp) for _, _, h, v, lp in cands[:opts.beam]]
         beam = recombine(children)
     return nbest_of(beam, opts.nbest)
+
+
+def alsd_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
+    """ALSD over (T, D): a hyp with u tokens is at frame t = i - u; per-frame symbol cap."""
+    total = len(enc)
+    beam, final, i = [start(model, opts)], [], 0
+    while any(i - len(h.tokens) < total for h in beam):
+        children = []
+        for h in beam:
+            t = i - len(h.tokens)
+            if t >= total:
+                continue
+            logp = logp_of(model, h.context, enc[t], opts)
+            children.append(add_blank(h, logp, opts.blank_id))
+            if t == total - 1:
+                final.append(children[-1])
+            if sum(f == t for f in h.frames) < opts.max_sym_per_frame_alsd:
+                children += [add_token(h, v, t, logp) for v in top_tokens(logp, opts.beam)]
+        beam = best_k(recombine(children), opts.beam)
+        i += 1
+    return nbest_of(final or beam, opts.nbest)

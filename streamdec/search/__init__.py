@@ -6,6 +6,7 @@ from ..errors import ConfigError
 from .base import Hypothesis, Search, SearchState
 from .config import SEARCH_METHODS, SearchConfig
 from .decoder_cache import DecoderCache
+from .alsd import AlsdSearch
 from .greedy import GreedySearch
 from .modified_beam import ModifiedBeamSearch
 
@@ -16,6 +17,7 @@ __all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHOD
 SEARCHES: dict[str, type[Search]] = {
     GreedySearch.name: GreedySearch,
     ModifiedBeamSearch.name: ModifiedBeamSearch,
+    AlsdSearch.name: AlsdSearch,
 }
 
 
