@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Reproduce the built-in synthetic-en model from nothing (2 CPU cores, < 2 hours).
+#
+#   bash recipes/synthetic-en/run.sh                     # full run, work dir = this folder
+#   bash recipes/synthetic-en/run.sh --smoke --workdir /tmp/x   # CI smoke: tiny, < 60 s
+#   options: --stage N (start at stage N), --budget-min M (training wall clock),
+#            --out DIR (export target; default WORKDIR/exp/model)
+#
+# Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 4 export, 5 evaluate.
+# Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+WORK="$HERE"
+SMOKE=0
+STAGE=0
+BUDGET=95
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) SMOKE=1 ;;
+    --workdir) WORK="$2"; shift ;;
+    --stage) STAGE="$2"; shift ;;
+    --budget-min) BUDGET="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+for tool in espeak-ng flite sox; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool is required" >&2; exit 1; }
+done
+export PYTHONPATH="$HERE:$REPO${PYTHONPATH:+:$PYTHONPATH}"
+DATA="$WORK/data"; EXP="$WORK/exp"; OUT="${OUT:-$EXP/model}"
+mkdir -p "$DATA" "$EXP"
+PY="python3"
+
+if [ "$SMOKE" = 1 ]; then
+  TEXT_ARGS="--num-generated 200 --num-wordlist 100"
+  PREP_ARGS="--limit 24 --shard-size 12 --jobs 1"
+  DEV_ARGS="--limit 2"
+  TRAIN_ARGS="--max-steps 2 --max-frames 3000 --d-model 32 --layers 2 --eval-min 1000 --budget-min 5"
+  EVAL_SETS="espeak8k"
+else
+  TEXT_ARGS=""
+  PREP_ARGS="--jobs 2"
+  DEV_ARGS=""
+  TRAIN_ARGS="--budget-min $BUDGET"
+  EVAL_SETS="espeak flite espeak8k"
+fi
+
+if [ "$STAGE" -le 0 ]; then
+  echo "== stage 0: text"
+  $PY "$HERE/make_text.py" "$DATA/text" $TEXT_ARGS
+  if [ "$SMOKE" = 0 ]; then  # the committed dev references are what make_text draws
+    cmp <(cut -f2 "$DATA/text/dev_espeak.tsv") <(cut -f2 "$HERE/dev/espeak.tsv")
+    cmp <(cut -f2 "$DATA/text/dev_flite.tsv") <(cut -f2 "$HERE/dev/flite.tsv")
+  fi
+fi
+if [ "$STAGE" -le 1 ]; then
+  echo "== stage 1: dev audio"
+  $PY "$HERE/make_dev.py" "$DATA/dev" $DEV_ARGS
+fi
+if [ "$STAGE" -le 2 ]; then
+  echo "== stage 2: training audio and features"
+  $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train" $PREP_ARGS
+fi
+if [ "$STAGE" -le 3 ]; then
+  echo "== stage 3: train (log: $EXP/train.log, curves: $EXP/curves.tsv)"
+  $PY "$HERE/train.py" --data "$DATA/train" --dev "$DATA/dev" --exp "$EXP" $TRAIN_ARGS > "$EXP/train.log" 2>&1
+  tail -n 3 "$EXP/train.log"
+fi
+if [ "$STAGE" -le 4 ]; then
+  echo "== stage 4: export -> $OUT"
+  CKPT="$EXP/best.pt"; [ -f "$CKPT" ] || CKPT="$EXP/last.pt"
+  $PY "$HERE/export.py" "$CKPT" "$OUT" --int8 2> "$EXP/export.log"
+fi
+if [ "$STAGE" -le 5 ]; then
+  echo "== stage 5: evaluate (greedy, streaming ONNX decoding)"
+  for set in $EVAL_SETS; do
+    for prec in fp32 int8; do
+      flag=""; [ "$prec" = int8 ] && flag="--int8"
+      $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$EXP/hyp-$set-$prec.jsonl" $flag
+      echo -n "$set $prec: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$EXP/hyp-$set-$prec.jsonl"
+    done
+  done
+fi

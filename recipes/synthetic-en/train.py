@@ -1,0 +1,196 @@
+"""Train the streaming LSTM transducer on the precomputed shards (CPU).
+
+Loss = RNN-T + ctc_weight * char CTC (top layer) + phone_weight * phoneme CTC
+(layer ``phone_layer``), all per target token. Adam, linear warm-up then a cosine
+decay over the wall-clock budget (``--budget-min``). Epoch 0 starts with the
+shortest batches, short-to-long (curriculum). New shards that appear while training (data prep still
+running) are picked up at the next epoch.
+
+Every ``--ckpt-min`` minutes: exp/last.pt (resume point). Every ``--eval-min``
+minutes: greedy CER/WER on the dev sets -> exp/curves.tsv, best by espeak CER ->
+exp/best.pt. Log: exp/train.log (stdout).
+
+Usage: python train.py --data data/train --dev data/dev --exp exp [--budget-min 100] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from data import collate, load_dev_set, load_shards, make_batches
+from greedy import greedy_search
+from model import ModelConfig, Transducer
+from rnnt_loss import rnnt_loss
+from score import error_rates
+from units import TOKENS, PhoneSet, ids_to_text
+
+DEV_SETS = ("espeak", "flite", "espeak8k")
+
+
+def evaluate(model: Transducer, dev: dict[str, list], batch: int = 50) -> dict[str, dict[str, float]]:
+    model.eval()
+    out = {}
+    for name, utts in dev.items():
+        refs, hyps = {}, {}
+        for k in range(0, len(utts), batch):
+            b = collate(utts[k:k + batch])
+            with torch.no_grad():
+                enc, _, lens = model.encode(b.feats, b.feat_lens)
+            for u, ids in zip(utts[k:k + batch], greedy_search(model, enc, lens)):
+                refs[u.desc], hyps[u.desc] = u.text, ids_to_text(ids)
+        out[name] = error_rates(refs, hyps)
+        out[name]["example"] = f"REF {utts[0].text} | HYP {hyps[utts[0].desc]}"
+    model.train()
+    return out
+
+
+def save(path: Path, **state) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def losses(model: Transducer, b, phone_weight: float, ctc_weight: float) -> tuple[torch.Tensor, dict]:
+    enc, mid, enc_lens = model.encode(b.feats, b.feat_lens)
+    logits = model.lattice_logits(enc, b.tokens)
+    ntok = b.token_lens.sum().clamp(min=1)
+    l_rnnt = rnnt_loss(logits, b.tokens, enc_lens, b.token_lens).sum() / ntok
+    total, parts = l_rnnt, {"rnnt": l_rnnt.item()}
+    if ctc_weight > 0:
+        lp = F.log_softmax(model.ctc_head(enc), -1).transpose(0, 1)
+        l_ctc = F.ctc_loss(lp, b.tokens, enc_lens, b.token_lens, reduction="sum", zero_infinity=True) / ntok
+        total, parts["ctc"] = total + ctc_weight * l_ctc, l_ctc.item()
+    if phone_weight > 0 and model.phone_head is not None:
+        lp = F.log_softmax(model.phone_head(mid), -1).transpose(0, 1)
+        l_ph = F.ctc_loss(lp, b.phones, enc_lens, b.phone_lens, reduction="sum",
+                          zero_infinity=True) / b.phone_lens.sum().clamp(min=1)
+        total, parts["phone"] = total + phone_weight * l_ph, l_ph.item()
+    return total, parts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--dev", type=Path, required=True)
+    ap.add_argument("--exp", type=Path, required=True)
+    ap.add_argument("--budget-min", type=float, default=100.0, help="wall-clock training budget")
+    ap.add_argument("--max-steps", type=int, default=0)
+    ap.add_argument("--max-frames", type=int, default=20000, help="padded input frames per batch")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--phone-weight", type=float, default=0.3)
+    ap.add_argument("--ctc-weight", type=float, default=0.2)
+    ap.add_argument("--d-model", type=int, default=288)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--curriculum", type=float, default=0.3,
+                    help="epoch 0 starts with this fraction of the batches, shortest first")
+    ap.add_argument("--eval-min", type=float, default=10.0)
+    ap.add_argument("--ckpt-min", type=float, default=4.0)
+    ap.add_argument("--dev-limit", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    args.exp.mkdir(parents=True, exist_ok=True)
+    last = args.exp / "last.pt"
+
+    resume = torch.load(last, weights_only=False) if last.exists() else None
+    phone_set = PhoneSet(resume["phones"][1:]) if resume else None
+    shards = sorted(args.data.glob("shard-*.npz"))
+    utts, phone_set = load_shards(shards, phone_set)
+    cfg = ModelConfig(vocab_size=len(TOKENS), num_phones=len(phone_set) if args.phone_weight > 0 else 0,
+                      d_model=args.d_model, num_layers=args.layers)
+    if resume:
+        cfg = ModelConfig(**resume["config"])
+    model = Transducer(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+    if resume:
+        model.load_state_dict(resume["model"])
+        opt.load_state_dict(resume["opt"])
+        step, epoch, elapsed, best = resume["step"], resume["epoch"], resume["elapsed"], resume["best"]
+    else:
+        sample = np.concatenate([u.feats for u in utts[:3000]]).astype(np.float32)
+        model.encoder.feat_mean.copy_(torch.from_numpy(sample.mean(0)))
+        model.encoder.feat_inv_std.copy_(torch.from_numpy(1.0 / (sample.std(0) + 1e-5)))
+        step, epoch, elapsed, best = 0, 0, 0.0, 1e9
+    nparams = sum(p.numel() for n, p in model.named_parameters() if "head" not in n)
+    print(f"model {cfg}\nparams (exported part) {nparams / 1e6:.2f} M; {len(utts)} train utts, "
+          f"{sum(len(u.feats) for u in utts) / 360000:.1f} h; {len(phone_set)} phone symbols", flush=True)
+    dev = {name: load_dev_set(args.dev / name, args.dev_limit) for name in DEV_SETS if (args.dev / name).exists()}
+    fill = model.encoder.feat_mean.clone()  # SpecAugment: masked bins take the mean (raw domain)
+
+    def state() -> dict:
+        return dict(model=model.state_dict(), opt=opt.state_dict(), config=cfg.to_dict(), step=step,
+                    epoch=epoch, elapsed=elapsed, best=best, phones=phone_set.symbols)
+
+    curves = open(args.exp / "curves.tsv", "a")
+    budget = args.budget_min * 60
+    t_start = time.time() - elapsed
+    last_ckpt = last_eval = time.time()
+    audio_s = 0.0
+    model.train()
+    done = False
+    while not done:
+        rng = random.Random(args.seed * 1000 + epoch)
+        if epoch > 0:
+            new = sorted(args.data.glob("shard-*.npz"))
+            if len(new) > len(shards):
+                more, _ = load_shards(new[len(shards):], phone_set)
+                utts += more
+                shards = new
+                print(f"epoch {epoch}: now {len(utts)} utts", flush=True)
+        for idx in make_batches(utts, args.max_frames, rng, curriculum=args.curriculum if epoch == 0 else 0.0):
+            elapsed = time.time() - t_start
+            frac = min(elapsed / budget, 1.0)
+            lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            b = collate([utts[i] for i in idx], rng, fill)
+            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight)
+            opt.zero_grad()
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            step += 1
+            audio_s += float(b.feat_lens.sum()) / 100
+            if step % 20 == 0 or args.max_steps:
+                rt = audio_s / max(time.time() - t_start, 1e-9)
+                print(f"step {step} ep {epoch} min {elapsed / 60:.1f} lr {lr:.2e} loss {loss.item():.3f} "
+                      + " ".join(f"{k} {v:.3f}" for k, v in parts.items())
+                      + f" gnorm {float(gnorm):.1f} N {len(idx)} x{rt:.0f}", flush=True)
+            now = time.time()
+            done = elapsed >= budget or (args.max_steps and step >= args.max_steps)
+            if now - last_eval >= args.eval_min * 60 or done:
+                res = evaluate(model, dev)
+                cer = res.get("espeak", {"cer": 0.0})["cer"]
+                line = "\t".join([f"{step}", f"{elapsed / 60:.1f}"] + [
+                    f"{n}:CER={100 * r['cer']:.1f},WER={100 * r['wer']:.1f}" for n, r in res.items()])
+                print("EVAL " + line + "\n  " + "\n  ".join(f"{n}: {r['example']}" for n, r in res.items()),
+                      flush=True)
+                curves.write(line + f"\tloss={loss.item():.3f}\n")
+                curves.flush()
+                if cer < best:
+                    best = cer
+                    save(args.exp / "best.pt", **state())
+                last_eval = time.time()
+            if now - last_ckpt >= args.ckpt_min * 60 or done:
+                save(last, **state())
+                last_ckpt = time.time()
+            if done:
+                break
+        epoch += 1
+    print("training done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

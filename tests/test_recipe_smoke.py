@@ -1,0 +1,34 @@
+"""recipes/synthetic-en/run.sh --smoke: text, dev audio, features, a few training steps,
+export and evaluation, all in a temporary folder (never touching the shipped model)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "recipes" / "synthetic-en" / "run.sh"
+
+
+def test_smoke_run_exports_a_loadable_model(tmp_path):
+    shipped = ROOT / "streamdec" / "assets" / "synthetic-en" / "encoder.onnx"
+    before = shipped.stat().st_mtime_ns if shipped.exists() else None
+    proc = subprocess.run(["bash", str(RUN), "--smoke", "--workdir", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    model = tmp_path / "exp" / "model"
+    for name in ("encoder.onnx", "decoder.onnx", "joiner.onnx", "encoder.int8.onnx", "tokens.txt", "model.pt"):
+        assert (model / name).is_file(), name
+    enc = ort.InferenceSession(str(model / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    meta = enc.get_modelmeta().custom_metadata_map
+    layers, d = int(meta["num_encoder_layers"]), int(meta["d_model"])
+    out = enc.run(None, {"x": np.zeros((3, int(meta["T"]), 80), np.float32),
+                         "state0": np.zeros((layers, 3, d), np.float32),
+                         "state1": np.zeros((layers, 3, d), np.float32)})
+    assert out[0].shape[:2] == (3, int(meta["decode_chunk_len"]) // 4)
+    assert "CER" in proc.stdout and (tmp_path / "exp" / "curves.tsv").is_file()
+    if before is not None:
+        assert shipped.stat().st_mtime_ns == before
