@@ -172,3 +172,41 @@ def alsd_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
         beam = best_k(recombine(children), opts.beam)
         i += 1
     return nbest_of(final or beam, opts.nbest)
+
+
+def tsd_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
+    """Time synchronous decoding over (T, D): max_sym_exp rounds per frame."""
+    beam = [start(model, opts)]
+    for t in range(len(enc)):
+        ended, current = [], beam
+        for v in range(opts.max_sym_exp):
+            grown = []
+            for h in current:
+                logp = logp_of(model, h.context, enc[t], opts)
+                ended = recombine(ended + [add_blank(h, logp, opts.blank_id)])
+                if v < opts.max_sym_exp - 1:
+                    grown += [add_token(h, tok, t, logp) for tok in top_tokens(logp, opts.beam)]
+            current = best_k(recombine(grown), opts.beam)
+        beam = best_k(ended, opts.beam)
+    return nbest_of(beam, opts.nbest)
+
+
+def beam_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
+    """Graves' beam search over (T, D), blank extension always added, symbol cap per frame."""
+    beam = [start(model, opts)]
+    for t in range(len(enc)):
+        open_, kept = list(beam), []
+        while True:
+            h = open_.pop(max(range(len(open_)), key=lambda i: open_[i].score))
+            logp = logp_of(model, h.context, enc[t], opts)
+            kept = recombine(kept + [add_blank(h, logp, opts.blank_id)])
+            if sum(f == t for f in h.frames) < opts.max_sym_per_frame_beam:
+                open_ = recombine(open_ + [add_token(h, v, t, logp)
+                                           for v in top_tokens(logp, opts.beam)])
+            if not open_:
+                break
+            top = max(o.score for o in open_)
+            if len([k for k in kept if k.score > top]) >= opts.beam:
+                break
+        beam = best_k(kept, opts.beam)
+    return nbest_of(beam, opts.nbest)

@@ -59,7 +59,9 @@ def config_for(method: str, opts: ref.RefOptions, unk: bool) -> SearchConfig:
 def test_toy_model_random_chunkings(method, seed):
     model = ref.ToyModel(seed=seed)
     unk = seed != 1
-    opts = ref.RefOptions(beam=3 + seed, nbest=3, unk_id=model.meta.vocab_size - 1 if unk else None)
+    opts = ref.RefOptions(beam=3 + seed, nbest=3, unk_id=model.meta.vocab_size - 1 if unk else None,
+                          max_sym_per_frame_alsd=1 + seed, max_sym_exp=2 + seed, nstep=1 + seed,
+                          prefix_alpha=1 + seed % 2, max_sym_per_frame_beam=2 + seed)
     enc = model.random_encoder_out(23 + 5 * seed, seed=seed)
     want = REFERENCES[method](model, enc, opts)
     search = make_search(model, config_for(method, opts, unk), unk_id=model.meta.vocab_size - 1)

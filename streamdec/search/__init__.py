@@ -7,8 +7,10 @@ from .base import Hypothesis, Search, SearchState
 from .config import SEARCH_METHODS, SearchConfig
 from .decoder_cache import DecoderCache
 from .alsd import AlsdSearch
+from .beam import ClassicBeamSearch
 from .greedy import GreedySearch
 from .modified_beam import ModifiedBeamSearch
+from .tsd import TsdSearch
 
 __all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHODS",
            "DecoderCache", "make_search", "SEARCHES"]
@@ -18,6 +20,8 @@ SEARCHES: dict[str, type[Search]] = {
     GreedySearch.name: GreedySearch,
     ModifiedBeamSearch.name: ModifiedBeamSearch,
     AlsdSearch.name: AlsdSearch,
+    TsdSearch.name: TsdSearch,
+    ClassicBeamSearch.name: ClassicBeamSearch,
 }
 
 

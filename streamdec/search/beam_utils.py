@@ -172,8 +172,8 @@ class BeamSearchBase(Search[BeamState]):
 
     def _score(self, beams: Sequence[Sequence[Hypothesis]], enc: np.ndarray,
                graphs: Sequence[ContextGraph | None]) -> tuple[Scored, list[range]]:
-        """Score every hypothesis of every stream against its stream's frame enc (N, D).
-        Returns the scores and, per stream, its rows."""
+        """Score every hypothesis of every stream against its stream's frame enc (N, D)
+        (N = len(beams)). Returns the scores and, per stream, its rows."""
         flat, rows, owner = [], [], []
         for n, beam in enumerate(beams):
             rows.append(range(len(flat), len(flat) + len(beam)))
