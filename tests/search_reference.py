@@ -210,3 +210,33 @@ def beam_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
                 break
         beam = best_k(kept, opts.beam)
     return nbest_of(beam, opts.nbest)
+
+
+def nsc_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
+    """N-step constrained beam search over (T, D) with prefix merging."""
+    beam = [start(model, opts)]
+    for t in range(len(enc)):
+        hyps = sorted(beam, key=lambda h: -len(h.tokens))
+        merged = []
+        for j, long in enumerate(hyps):
+            score = long.score
+            for short in hyps[j + 1:]:
+                du = len(long.tokens) - len(short.tokens)
+                if 0 < du <= opts.prefix_alpha and long.tokens[:len(short.tokens)] == short.tokens:
+                    path, ctx = short.score, short.context
+                    for tok in long.tokens[len(short.tokens):]:
+                        path += float(logp_of(model, ctx, enc[t], opts)[tok])
+                        ctx = ctx[1:] + (tok,)
+                    score = float(np.logaddexp(score, path))
+            merged.append(replace(long, score=score))
+        hyps, ended = merged, []
+        for n in range(opts.nstep + 1):
+            grown = []
+            for h in hyps:
+                logp = logp_of(model, h.context, enc[t], opts)
+                ended.append(add_blank(h, logp, opts.blank_id))
+                if n < opts.nstep:
+                    grown += [add_token(h, v, t, logp) for v in top_tokens(logp, opts.beam)]
+            hyps = best_k(recombine(grown), opts.beam)
+        beam = best_k(recombine(ended), opts.beam)
+    return nbest_of(beam, opts.nbest)

@@ -10,6 +10,7 @@ from .alsd import AlsdSearch
 from .beam import ClassicBeamSearch
 from .greedy import GreedySearch
 from .modified_beam import ModifiedBeamSearch
+from .nsc import NscSearch
 from .tsd import TsdSearch
 
 __all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHODS",
@@ -22,6 +23,7 @@ SEARCHES: dict[str, type[Search]] = {
     AlsdSearch.name: AlsdSearch,
     TsdSearch.name: TsdSearch,
     ClassicBeamSearch.name: ClassicBeamSearch,
+    NscSearch.name: NscSearch,
 }
 
 

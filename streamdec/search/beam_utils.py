@@ -27,7 +27,8 @@ from ..errors import ConfigError
 from .base import Hypothesis, Search, SearchState, initial_context, log_softmax
 from .context_graph import ContextGraph
 
-__all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "context_at"]
+__all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "score_hyps",
+           "refunded", "tokens_at_frame"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,6 @@ class BeamState(SearchState):
     """The whole beam of one stream, carried from chunk to chunk."""
 
     hyps: tuple[Hypothesis, ...] = ()
-    start_context: tuple[int, ...] = ()  # decoder context at the segment start
     graph: ContextGraph | None = None  # hotwords of this stream (None: no biasing)
 
 
@@ -112,13 +112,6 @@ def ranked(hyps: Iterable[Hypothesis]) -> list[Hypothesis]:
     return sorted(hyps, key=lambda h: -h.normalized_score)
 
 
-def context_at(start_context: tuple[int, ...], tokens: tuple[int, ...], k: int
-               ) -> tuple[int, ...]:
-    """The decoder context after the first k of ``tokens`` of a segment."""
-    size = len(start_context)
-    return (start_context + tokens[:k])[-size:]
-
-
 def refunded(hyp: Hypothesis, graph: ContextGraph | None) -> Hypothesis:
     """``hyp`` at segment end: a partial hotword match gives its bonus back."""
     if graph is None or hyp.graph_node == 0:
@@ -153,8 +146,7 @@ class BeamSearchBase(Search[BeamState]):
                    graph: ContextGraph | None = None) -> BeamState:
         context = tuple(context or initial_context(self.context_size, self.blank_id))
         return self.state_class(frame_offset=frame_offset, segment_start=frame_offset,
-                                hyps=(Hypothesis(context=context),), start_context=context,
-                                graph=graph)
+                                hyps=(Hypothesis(context=context),), graph=graph)
 
     def step(self, states: Sequence[BeamState], encoder_out: np.ndarray) -> list[BeamState]:
         beams = [list(s.hyps) for s in states]
