@@ -2,8 +2,8 @@
 
 Each ``*_ref`` runs one algorithm over a whole utterance's encoder output (T, D) at once,
 one hypothesis at a time, with no batching, no caching and no state carried between calls.
-They follow the conventions documented in ``streamdec.search.beam_utils`` (unk merged into
-blank, log-add merging keeping the better alignment, ranking by score / tokens) and return
+They follow the conventions documented in ``streamdec.search.beam_utils`` (<unk> as blank,
+log-add merging keeping the better alignment, ranking by score / (tokens + context)) and return
 ``Hypothesis`` lists, best first.
 """
 
@@ -85,13 +85,9 @@ class RefOptions:
 
 
 def logp_of(model, context: tuple[int, ...], frame: np.ndarray, opts: RefOptions) -> np.ndarray:
-    """(V,) float64 log-probs of one hypothesis at one frame, unk merged into blank."""
+    """(V,) float64 log-probs of one hypothesis at one frame."""
     dec = model.decode(np.array([context], np.int64))
-    logp = log_softmax(model.join(frame[None].astype(np.float32), dec)).astype(np.float64)[0]
-    if opts.unk_id is not None:
-        logp[opts.blank_id] = np.logaddexp(logp[opts.blank_id], logp[opts.unk_id])
-        logp[opts.unk_id] = -np.inf
-    return logp
+    return log_softmax(model.join(frame[None].astype(np.float32), dec)).astype(np.float64)[0]
 
 
 def add_token(hyp: Hypothesis, token: int, frame: int, logp: np.ndarray) -> Hypothesis:
@@ -99,6 +95,7 @@ def add_token(hyp: Hypothesis, token: int, frame: int, logp: np.ndarray) -> Hypo
 
 
 def add_blank(hyp: Hypothesis, logp: np.ndarray, blank_id: int = 0) -> Hypothesis:
+    """The child that keeps the sequence, by ``blank_id`` (or <unk> as blank)."""
     return replace(hyp, score=hyp.score + float(logp[blank_id]))
 
 
@@ -122,9 +119,12 @@ def nbest_of(hyps, n):
     return sorted(hyps, key=lambda h: -h.normalized_score)[:n]
 
 
-def top_tokens(logp: np.ndarray, k: int, blank_id: int = 0) -> list[int]:
+def top_tokens(logp: np.ndarray, k: int, opts: RefOptions) -> list[int]:
+    """The k best tokens that are neither blank nor <unk>-as-blank."""
     row = logp.copy()
-    row[blank_id] = -np.inf
+    row[opts.blank_id] = -np.inf
+    if opts.unk_id is not None:
+        row[opts.unk_id] = -np.inf
     order = np.argsort(-row, kind="stable")[:k]
     return [int(v) for v in order if np.isfinite(row[v])]
 
@@ -147,7 +147,7 @@ def modified_beam_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothes
                 if np.isfinite(logp[v]):
                     cands.append((h.score + float(logp[v]), len(cands), h, v, logp))
         cands.sort(key=lambda c: (-c[0], c[1]))
-        children = [add_blank(h, lp, opts.blank_id) if v == opts.blank_id
+        children = [add_blank(h, lp, v) if v in (opts.blank_id, opts.unk_id)
                     else add_token(h, v, t, lp) for _, _, h, v, lp in cands[:opts.beam]]
         beam = recombine(children)
     return nbest_of(beam, opts.nbest)
@@ -168,7 +168,7 @@ def alsd_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
             if t == total - 1:
                 final.append(children[-1])
             if sum(f == t for f in h.frames) < opts.max_sym_per_frame_alsd:
-                children += [add_token(h, v, t, logp) for v in top_tokens(logp, opts.beam)]
+                children += [add_token(h, v, t, logp) for v in top_tokens(logp, opts.beam, opts)]
         beam = best_k(recombine(children), opts.beam)
         i += 1
     return nbest_of(final or beam, opts.nbest)
@@ -185,7 +185,7 @@ def tsd_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
                 logp = logp_of(model, h.context, enc[t], opts)
                 ended = recombine(ended + [add_blank(h, logp, opts.blank_id)])
                 if v < opts.max_sym_exp - 1:
-                    grown += [add_token(h, tok, t, logp) for tok in top_tokens(logp, opts.beam)]
+                    grown += [add_token(h, tok, t, logp) for tok in top_tokens(logp, opts.beam, opts)]
             current = best_k(recombine(grown), opts.beam)
         beam = best_k(ended, opts.beam)
     return nbest_of(beam, opts.nbest)
@@ -202,7 +202,7 @@ def beam_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
             kept = recombine(kept + [add_blank(h, logp, opts.blank_id)])
             if sum(f == t for f in h.frames) < opts.max_sym_per_frame_beam:
                 open_ = recombine(open_ + [add_token(h, v, t, logp)
-                                           for v in top_tokens(logp, opts.beam)])
+                                           for v in top_tokens(logp, opts.beam, opts)])
             if not open_:
                 break
             top = max(o.score for o in open_)
@@ -236,7 +236,7 @@ def nsc_ref(model, enc: np.ndarray, opts: RefOptions) -> list[Hypothesis]:
                 logp = logp_of(model, h.context, enc[t], opts)
                 ended.append(add_blank(h, logp, opts.blank_id))
                 if n < opts.nstep:
-                    grown += [add_token(h, v, t, logp) for v in top_tokens(logp, opts.beam)]
+                    grown += [add_token(h, v, t, logp) for v in top_tokens(logp, opts.beam, opts)]
             hyps = best_k(recombine(grown), opts.beam)
         beam = best_k(recombine(ended), opts.beam)
     return nbest_of(beam, opts.nbest)

@@ -92,13 +92,13 @@ class AlsdSearch(BeamSearchBase):
             children, ended_last = [], list(s.ended_last)
             for h in hs:
                 t = s.frame_of(h)
-                blank = scored.child(r, self.blank_id, t, self.blank_id)
+                blank = scored.blank_child(r)
                 children.append(blank)
                 if t == s.frame_offset - 1:
                     ended_last.append(blank)
                 if tokens_at_frame(h, t) < self.config.max_sym_per_frame_alsd:
-                    for v in scored.top_tokens(r, self.config.beam, self.blank_id):
-                        children.append(scored.child(r, int(v), t, self.blank_id))
+                    for v in scored.top_tokens(r, self.config.beam):
+                        children.append(scored.child(r, int(v), t))
                 r += 1
             out.append(replace(s, hyps=tuple(prune(merge(children), self.config.beam)),
                                step_index=s.step_index + 1, ended_last=tuple(ended_last)))

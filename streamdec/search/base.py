@@ -64,9 +64,9 @@ class Hypothesis:
 
     @property
     def normalized_score(self) -> float:
-        """score / number of emitted tokens (the prefix context not counted); an empty
-        hypothesis divides by 1."""
-        return self.score / max(1, len(self.tokens))
+        """score / (tokens of the segment + context_size): the decoder's start context counts,
+        like icefall's and sherpa-onnx's ``len(ys)``, so the denominator is never zero."""
+        return self.score / (len(self.tokens) + len(self.context))
 
 
 @dataclass(frozen=True)

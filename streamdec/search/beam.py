@@ -44,11 +44,10 @@ class ClassicBeamSearch(BeamSearchBase):
                                     [graphs[n] for n in active])
             still = []
             for r, (n, h) in enumerate(zip(active, popped)):
-                kept[n] = merge(kept[n] + [scored.child(r, self.blank_id, frames[n],
-                                                         self.blank_id)])
+                kept[n] = merge(kept[n] + [scored.blank_child(r)])
                 if tokens_at_frame(h, frames[n]) < cap:
-                    open_[n] = merge(open_[n] + [scored.child(r, int(v), frames[n], self.blank_id)
-                                                 for v in scored.top_tokens(r, k, self.blank_id)])
+                    open_[n] = merge(open_[n] + [scored.child(r, int(v), frames[n])
+                                                 for v in scored.top_tokens(r, k)])
                 if open_[n]:
                     top = max(h.score for h in open_[n])
                     if sum(h.score > top for h in kept[n]) < k:

@@ -6,14 +6,15 @@ Shape legend: N streams, n hypotheses of all streams together, D joiner dim,
 V vocabulary size.
 
 Conventions every beam search follows:
-- ``<unk>`` with ``unk_as_blank`` is merged into blank (log-add of the two log-probs) and
-  never emitted.
+- ``<unk>`` with ``unk_as_blank`` is never emitted: a child by ``<unk>`` keeps the sequence
+  like a blank child (modified beam search, as sherpa-onnx does), and the searches that
+  extend by "blank + best tokens" never pick it as a token.
 - Hotword bonuses are added to the scores of token extensions *before* pruning.
 - Equal token sequences merge by log-add-exp; the merged hypothesis keeps the frames,
   log-probs and graph state of the better one (ties: the first one seen).
-- Ranking for ``partial``/``finalize``: ``Hypothesis.normalized_score`` (score divided by the
-  number of tokens of the segment, the decoder's start context not counted; an empty
-  hypothesis divides by 1).
+- Ranking for ``partial``/``finalize``: ``Hypothesis.normalized_score``: score divided by
+  (tokens of the segment + context_size), i.e. icefall's / sherpa-onnx's ``len(ys)``, which
+  counts the decoder's start context; never zero, even for an empty hypothesis.
 """
 
 from __future__ import annotations
@@ -43,28 +44,32 @@ class BeamState(SearchState):
 class Scored:
     """Joiner scores of a flat batch of n hypotheses (row r belongs to ``hyps[r]``).
 
-    ``total[r, v]`` is the score of the child of ``hyps[r]`` by token v (v = blank: the
-    blank child): hypothesis score + log-prob (+ hotword bonus for tokens); the ``<unk>``
-    column is -inf when it is merged into blank."""
+    ``total[r, v]`` is the score of the child of ``hyps[r]`` by token v (v = blank or
+    ``<unk>`` as blank: a child with the same sequence): hypothesis score + log-prob
+    (+ hotword bonus for tokens)."""
 
     hyps: Sequence[Hypothesis]
     graphs: Sequence[ContextGraph | None]
     total: np.ndarray  # (n, V) float64
     reported: np.ndarray  # (n, V) per-token log-probs at the configured temperature
+    blank_ids: tuple[int, ...]  # blank, and <unk> when it counts as blank
 
-    def child(self, r: int, token: int, frame: int, blank_id: int) -> Hypothesis:
-        """The child of row ``r`` by ``token`` (the blank child for ``blank_id``)."""
+    def child(self, r: int, token: int, frame: int) -> Hypothesis:
+        """The child of row ``r`` by ``token`` (a blank-like token keeps the sequence)."""
         hyp, score = self.hyps[r], float(self.total[r, token])
-        if token == blank_id:
+        if token in self.blank_ids:
             return replace(hyp, score=score)
         graph = self.graphs[r]
         node = graph.next_node(hyp.graph_node, token) if graph is not None else 0
         return hyp.extend(token, frame, float(self.reported[r, token]), score, node)
 
-    def top_tokens(self, r: int, k: int, blank_id: int) -> np.ndarray:
-        """The k best non-blank tokens of row r, best first (stable on ties)."""
+    def blank_child(self, r: int) -> Hypothesis:
+        return self.child(r, self.blank_ids[0], -1)
+
+    def top_tokens(self, r: int, k: int) -> np.ndarray:
+        """The k best tokens of row r that are not blank-like, best first (stable on ties)."""
         row = self.total[r].copy()
-        row[blank_id] = -np.inf
+        row[list(self.blank_ids)] = -np.inf
         order = np.argsort(-row, kind="stable")[:k]
         return order[np.isfinite(row[order])]
 
@@ -76,17 +81,14 @@ def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
     hyps: n hypotheses; enc: (n, D) the encoder frame each one is scored at; graphs: n."""
     dec = search.decoder_cache.get([h.context for h in hyps])
     logp, reported = search.scores(enc, dec)
-    logp = logp.astype(np.float64)
-    if search.unk_id is not None and search.unk_id != search.blank_id:
-        logp[:, search.blank_id] = np.logaddexp(logp[:, search.blank_id], logp[:, search.unk_id])
-        logp[:, search.unk_id] = -np.inf
-    total = logp + np.array([h.score for h in hyps], np.float64)[:, None]
+    total = logp.astype(np.float64) + np.array([h.score for h in hyps], np.float64)[:, None]
+    blank_ids = (search.blank_id,) + ((search.unk_id,) if search.unk_id is not None else ())
     rows = [r for r, g in enumerate(graphs) if g is not None]
     if rows:
         bonus = np.stack([graphs[r].bonus_rows([hyps[r].graph_node])[0] for r in rows])
-        bonus[:, search.blank_id] = 0.0
+        bonus[:, list(blank_ids)] = 0.0
         total[rows] += bonus
-    return Scored(hyps, graphs, total, reported)
+    return Scored(hyps, graphs, total, reported, blank_ids)
 
 
 def merge(hyps: Iterable[Hypothesis]) -> list[Hypothesis]:

@@ -32,8 +32,7 @@ class ModifiedBeamSearch(BeamSearchBase):
         for n, r in enumerate(rows):
             flat = scored.total[r.start:r.stop].ravel()
             best = np.argsort(-flat, kind="stable")[:self.config.beam]
-            children = [scored.child(r.start + int(i) // vocab, int(i) % vocab, frames[n],
-                                     self.blank_id)
-                        for i in best if np.isfinite(flat[i])]
+            children = [scored.child(r.start + int(i) // vocab, int(i) % vocab, frames[n])
+                        for i in best]
             out.append(merge(children))
         return out

@@ -46,11 +46,11 @@ class NscSearch(BeamSearchBase):
         for n in range(self.config.nstep + 1):
             scored, rows = self._score(hyps, enc, graphs)
             for s, r in enumerate(rows):
-                ended[s] += [scored.child(i, self.blank_id, frames[s], self.blank_id) for i in r]
+                ended[s] += [scored.blank_child(i) for i in r]
             if n == self.config.nstep:
                 break
-            hyps = [prune(merge(scored.child(i, int(v), frames[s], self.blank_id)
-                                for i in r for v in scored.top_tokens(i, k, self.blank_id)), k)
+            hyps = [prune(merge(scored.child(i, int(v), frames[s])
+                                for i in r for v in scored.top_tokens(i, k)), k)
                     for s, r in enumerate(rows)]
         return [prune(merge(s), k) for s in ended]
 

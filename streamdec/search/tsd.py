@@ -35,12 +35,11 @@ class TsdSearch(BeamSearchBase):
             scored, rows = self._score(current, enc, graphs)
             nxt = []
             for n, r in enumerate(rows):
-                ended[n] = merge(ended[n] + [scored.child(i, self.blank_id, frames[n], self.blank_id)
-                                             for i in r])
+                ended[n] = merge(ended[n] + [scored.blank_child(i) for i in r])
                 if v == rounds - 1:
                     continue
-                children = [scored.child(i, int(tok), frames[n], self.blank_id)
-                            for i in r for tok in scored.top_tokens(i, k, self.blank_id)]
+                children = [scored.child(i, int(tok), frames[n])
+                            for i in r for tok in scored.top_tokens(i, k)]
                 nxt.append(prune(merge(children), k))
             current = nxt
         return [prune(a, k) for a in ended]
