@@ -22,12 +22,20 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "synthetic-en"
 
-__all__ = ["Utterance", "dev_set", "transcribe", "error_rates", "RECIPE"]
+__all__ = ["Utterance", "dev_set", "transcribe", "error_rates", "normalize", "RECIPE"]
 
 
 def _recipe():
     if str(RECIPE) not in sys.path:
         sys.path.insert(0, str(RECIPE))
+
+
+def normalize(text: str) -> str:
+    """The recipe's text normalisation (upper case words, apostrophes kept)."""
+    _recipe()
+    from text_norm import normalize as norm
+
+    return norm(text)
 
 
 def error_rates(refs: dict[str, str], hyps: dict[str, str]) -> dict[str, float]:

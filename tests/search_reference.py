@@ -100,15 +100,15 @@ def add_blank(hyp: Hypothesis, logp: np.ndarray, blank_id: int = 0) -> Hypothesi
 
 
 def recombine(hyps):
-    out = {}
+    """Equal sequences log-added; the best single member gives the alignment."""
+    groups = {}
     for h in hyps:
-        if h.tokens not in out:
-            out[h.tokens] = h
-        else:
-            old = out[h.tokens]
-            best = h if h.score > old.score else old
-            out[h.tokens] = replace(best, score=float(np.logaddexp(old.score, h.score)))
-    return list(out.values())
+        groups.setdefault(h.tokens, []).append(h)
+    out = []
+    for same in groups.values():
+        best = max(same, key=lambda h: h.score)  # first of the best on ties
+        out.append(replace(best, score=float(np.logaddexp.reduce([h.score for h in same]))))
+    return out
 
 
 def best_k(hyps, k):

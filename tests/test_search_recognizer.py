@@ -133,3 +133,18 @@ def test_first_frame_decides_the_first_token(method, chunk):
     best = search.finalize(state)[0]
     assert best.tokens == (2,)
     assert best.frames == (0,)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_step_is_pure(method):
+    """States are values: stepping the same state twice gives equal results, the input is
+    left as it was, and one state can seed two streams of a batch (trap 12)."""
+    model = ref.ToyModel(seed=6)
+    enc = model.random_encoder_out(9, seed=6)
+    search = make_search(model, SearchConfig(method=method, beam=3, nbest=3))
+    s0 = search.step([search.init_state()], enc[None, :4])[0]
+    before = repr(s0)
+    a, b = search.step([s0, s0], np.stack([enc[4:], enc[4:]]))
+    again = search.step([s0], enc[None, 4:])[0]
+    assert repr(s0) == before
+    assert search.finalize(a) == search.finalize(b) == search.finalize(again)

@@ -26,8 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .base import Hypothesis
-from .beam_utils import (BeamSearchBase, BeamState, merge, prune, score_hyps,
-                         tokens_at_frame)
+from .beam_utils import BeamSearchBase, BeamState, score_hyps, tokens_at_frame
 
 __all__ = ["AlsdSearch", "AlsdState"]
 
@@ -56,7 +55,7 @@ class AlsdSearch(BeamSearchBase):
             return list(states)
         grown = []
         for s, enc in zip(states, encoder_out):
-            buf = enc if s.buffer is None else np.concatenate([s.buffer, enc])
+            buf = enc.copy() if s.buffer is None else np.concatenate([s.buffer, enc])
             grown.append(replace(s, buffer=buf, frame_offset=s.frame_offset + len(enc),
                                  ended_last=()))
         return [self._trim(s) for s in self._run(grown, ended=False)]
@@ -89,18 +88,16 @@ class AlsdSearch(BeamSearchBase):
         scored = score_hyps(self, flat, enc, graphs)
         out, r = [], 0
         for s, hs in zip(states, live):
-            children, ended_last = [], list(s.ended_last)
+            cands, ended_last = [], list(s.ended_last)
             for h in hs:
                 t = s.frame_of(h)
-                blank = scored.blank_child(r)
-                children.append(blank)
+                cands.append((r, self.blank_id, t))
                 if t == s.frame_offset - 1:
-                    ended_last.append(blank)
+                    ended_last.append(scored.blank_child(r))
                 if tokens_at_frame(h, t) < self.config.max_sym_per_frame_alsd:
-                    for v in scored.top_tokens(r, self.config.beam):
-                        children.append(scored.child(r, int(v), t))
+                    cands += [(r, int(v), t) for v in scored.top_tokens(r, self.config.beam)]
                 r += 1
-            out.append(replace(s, hyps=tuple(prune(merge(children), self.config.beam)),
+            out.append(replace(s, hyps=tuple(scored.select(cands, self.config.beam)),
                                step_index=s.step_index + 1, ended_last=tuple(ended_last)))
         return out
 

@@ -17,7 +17,7 @@ once, when results are made.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Sequence, TypeVar
 
 import numpy as np
@@ -58,9 +58,13 @@ class Hypothesis:
                graph_node: int = 0) -> "Hypothesis":
         """A copy with ``token`` appended at ``frame``, the new total ``score`` and the
         hotword graph state reached by ``token``."""
-        return replace(self, context=self.context[1:] + (token,), tokens=self.tokens + (token,),
-                       frames=self.frames + (frame,), log_probs=self.log_probs + (log_prob,),
-                       score=score, graph_node=graph_node)
+        return Hypothesis(self.context[1:] + (token,), self.tokens + (token,),
+                          self.frames + (frame,), self.log_probs + (log_prob,), score, graph_node)
+
+    def rescored(self, score: float) -> "Hypothesis":
+        """A copy with total score ``score`` (a blank, or merged paths)."""
+        return Hypothesis(self.context, self.tokens, self.frames, self.log_probs, score,
+                          self.graph_node)
 
     @property
     def normalized_score(self) -> float:

@@ -11,7 +11,7 @@ Conventions every beam search follows:
   extend by "blank + best tokens" never pick it as a token.
 - Hotword bonuses are added to the scores of token extensions *before* pruning.
 - Equal token sequences merge by log-add-exp; the merged hypothesis keeps the frames,
-  log-probs and graph state of the better one (ties: the first one seen).
+  log-probs and graph state of its best single member (ties: the first one seen).
 - Ranking for ``partial``/``finalize``: ``Hypothesis.normalized_score``: score divided by
   (tokens of the segment + context_size), i.e. icefall's / sherpa-onnx's ``len(ys)``, which
   counts the decoder's start context; never zero, even for an empty hypothesis.
@@ -19,6 +19,7 @@ Conventions every beam search follows:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
@@ -54,17 +55,38 @@ class Scored:
     reported: np.ndarray  # (n, V) per-token log-probs at the configured temperature
     blank_ids: tuple[int, ...]  # blank, and <unk> when it counts as blank
 
-    def child(self, r: int, token: int, frame: int) -> Hypothesis:
-        """The child of row ``r`` by ``token`` (a blank-like token keeps the sequence)."""
-        hyp, score = self.hyps[r], float(self.total[r, token])
+    def child(self, r: int, token: int, frame: int, score: float | None = None) -> Hypothesis:
+        """The child of row ``r`` by ``token`` (a blank-like token keeps the sequence), with
+        its own score or ``score`` (merged paths)."""
+        hyp = self.hyps[r]
+        if score is None:
+            score = float(self.total[r, token])
         if token in self.blank_ids:
-            return replace(hyp, score=score)
+            return hyp.rescored(score)
         graph = self.graphs[r]
         node = graph.next_node(hyp.graph_node, token) if graph is not None else 0
         return hyp.extend(token, frame, float(self.reported[r, token]), score, node)
 
     def blank_child(self, r: int) -> Hypothesis:
         return self.child(r, self.blank_ids[0], -1)
+
+    def select(self, cands: Iterable[tuple[int, int, int]], k: int) -> list[Hypothesis]:
+        """Children given as (row, token, frame), merged by sequence and pruned to the k
+        best: ``prune(merge(children), k)`` without making the children that lose."""
+        groups: dict[tuple[int, ...], list] = {}
+        for r, v, frame in cands:
+            score = float(self.total[r, v])
+            tokens = self.hyps[r].tokens
+            key = tokens if v in self.blank_ids else tokens + (v,)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [score, score, r, v, frame]
+            else:
+                g[0] = logaddexp(g[0], score)
+                if score > g[1]:
+                    g[1:] = [score, r, v, frame]
+        best = sorted(groups.values(), key=lambda g: -g[0])[:k]
+        return [self.child(r, v, f, total) for total, _, r, v, f in best]
 
     def top_tokens(self, r: int, k: int) -> np.ndarray:
         """The k best tokens of row r that are not blank-like, best first (stable on ties)."""
@@ -91,17 +113,25 @@ def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
     return Scored(hyps, graphs, total, reported, blank_ids)
 
 
+def logaddexp(a: float, b: float) -> float:
+    """log(exp(a) + exp(b)) of two Python floats."""
+    if a < b:
+        a, b = b, a
+    return a if b == -math.inf else a + math.log1p(math.exp(b - a))
+
+
 def merge(hyps: Iterable[Hypothesis]) -> list[Hypothesis]:
-    """Equal token sequences merged by log-add-exp (order of first appearance kept)."""
-    out: dict[tuple[int, ...], Hypothesis] = {}
+    """Equal token sequences merged by log-add-exp, in order of first appearance; the merged
+    hypothesis keeps the frames, log-probs and graph state of its best single member."""
+    out: dict[tuple[int, ...], tuple[float, Hypothesis]] = {}
     for h in hyps:
         old = out.get(h.tokens)
         if old is None:
-            out[h.tokens] = h
+            out[h.tokens] = (h.score, h)
         else:
-            best = h if h.score > old.score else old
-            out[h.tokens] = replace(best, score=float(np.logaddexp(old.score, h.score)))
-    return list(out.values())
+            out[h.tokens] = (logaddexp(old[0], h.score), h if h.score > old[1].score else old[1])
+    return [best if best.score == total else best.rescored(total)
+            for total, best in out.values()]
 
 
 def prune(hyps: Iterable[Hypothesis], k: int) -> list[Hypothesis]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Hypothesis
-from .beam_utils import BeamSearchBase, merge
+from .beam_utils import BeamSearchBase
 from .context_graph import ContextGraph
 
 __all__ = ["ModifiedBeamSearch"]
@@ -32,7 +32,6 @@ class ModifiedBeamSearch(BeamSearchBase):
         for n, r in enumerate(rows):
             flat = scored.total[r.start:r.stop].ravel()
             best = np.argsort(-flat, kind="stable")[:self.config.beam]
-            children = [scored.child(r.start + int(i) // vocab, int(i) % vocab, frames[n])
-                        for i in best]
-            out.append(merge(children))
+            out.append(scored.select([(r.start + int(i) // vocab, int(i) % vocab, frames[n])
+                                      for i in best], len(best)))
         return out

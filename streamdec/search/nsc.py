@@ -49,8 +49,8 @@ class NscSearch(BeamSearchBase):
                 ended[s] += [scored.blank_child(i) for i in r]
             if n == self.config.nstep:
                 break
-            hyps = [prune(merge(scored.child(i, int(v), frames[s])
-                                for i in r for v in scored.top_tokens(i, k)), k)
+            hyps = [scored.select([(i, int(v), frames[s]) for i in r
+                                   for v in scored.top_tokens(i, k)], k)
                     for s, r in enumerate(rows)]
         return [prune(merge(s), k) for s in ended]
 

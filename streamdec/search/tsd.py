@@ -38,8 +38,7 @@ class TsdSearch(BeamSearchBase):
                 ended[n] = merge(ended[n] + [scored.blank_child(i) for i in r])
                 if v == rounds - 1:
                     continue
-                children = [scored.child(i, int(tok), frames[n])
-                            for i in r for tok in scored.top_tokens(i, k)]
-                nxt.append(prune(merge(children), k))
+                nxt.append(scored.select([(i, int(tok), frames[n]) for i in r
+                                          for tok in scored.top_tokens(i, k)], k))
             current = nxt
         return [prune(a, k) for a in ended]
