@@ -148,3 +148,19 @@ def test_step_is_pure(method):
     again = search.step([s0], enc[None, 4:])[0]
     assert repr(s0) == before
     assert search.finalize(a) == search.finalize(b) == search.finalize(again)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "greedy"])
+def test_temperature_changes_confidences_only_and_blank_penalty_is_applied(method):
+    model = ref.ToyModel(seed=8, blank_bias=2.0)
+    enc = model.random_encoder_out(16, seed=8)
+
+    def best(**kw):
+        search = make_search(model, SearchConfig(method=method, beam=3, **kw))
+        return search.finalize(search.step([search.init_state()], enc[None])[0])[0]
+
+    plain, warm = best(), best(temperature=2.0)
+    assert (warm.tokens, warm.frames) == (plain.tokens, plain.frames)
+    assert warm.score == pytest.approx(plain.score)
+    assert warm.log_probs != plain.log_probs
+    assert best(blank_penalty=3.0).score != pytest.approx(plain.score, abs=1e-3)

@@ -1,4 +1,22 @@
-"""Incremental transducer searches, one algorithm per module, all behind ``Search``."""
+"""Incremental transducer searches, one algorithm per module, all behind ``Search``.
+
+=================  ===============================  ======================================
+method             module                           per frame
+=================  ===============================  ======================================
+``greedy``         greedy.py                        argmax, <= max_sym_per_frame symbols
+``modified_beam``  modified_beam.py                 top ``beam`` of hyps x vocab, <= 1 symbol
+``alsd``           alsd.py                          alignment-length steps (t = i - u)
+``tsd``            tsd.py                           <= max_sym_exp expansion rounds
+``beam``           beam.py                          Graves: best-first until ``beam`` kept
+``nsc``            nsc.py                           prefix merging + ``nstep`` rounds
+=================  ===============================  ======================================
+
+The beam searches share their bookkeeping (``beam_utils``): the whole beam is carried
+between chunks in a frozen state value, one decoder call and one joiner call per inner step
+for all hypotheses of all streams, ``<unk>`` as blank, equal sequences log-added, ranking by
+score / (tokens + context size), hotword bonuses from the stream's ``ContextGraph``
+(``context_graph``) refunded at segment end.
+"""
 
 from __future__ import annotations
 
