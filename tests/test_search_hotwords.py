@@ -3,7 +3,6 @@ tokenisation, and biasing inside the beam searches."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import search_reference as ref

@@ -25,8 +25,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
-from .base import Hypothesis, Search, SearchState, initial_context, log_softmax
+from .base import Hypothesis, Search, SearchState, initial_context
 from .context_graph import ContextGraph
 
 __all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "score_hyps",
@@ -168,11 +167,6 @@ class BeamSearchBase(Search[BeamState]):
     beam by one encoder frame (enc (N, D), frames: absolute index per stream)."""
 
     state_class: type[BeamState] = BeamState
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if self.config.beam < 1:
-            raise ConfigError("search.beam must be >= 1")
 
     def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
                    graph: ContextGraph | None = None) -> BeamState:
