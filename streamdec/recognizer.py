@@ -104,7 +104,7 @@ class Recognizer:
 
     def decode(self, streams: Sequence[Stream]) -> None:
         """Decode one chunk of every ready stream in one batch; queue their events."""
-        ready = [s for s in streams if self.is_ready(s)]
+        ready = [s for s in dict.fromkeys(streams) if self.is_ready(s)]  # each stream once
         if not ready:
             return
         meta, layout = self.meta, self.model.state_layout

@@ -143,3 +143,14 @@ def test_8khz_input_is_resampled(model_dirs):
     b = finals(decode_in_pieces(rec, audio8, len(audio8), rate=8000))
     assert key(a) == key(b)
     assert a[-1].end_time >= 3.0
+
+
+def test_a_stream_listed_twice_is_decoded_once(model_dirs):
+    rec = make_recognizer(model_dirs["lstm"])
+    ref = finals(decode_in_pieces(rec, AUDIO, len(AUDIO)))
+    s = rec.create_stream()
+    s.accept_waveform(16000, AUDIO)
+    s.input_finished()
+    while rec.is_ready(s):
+        rec.decode([s, s])
+    assert key(finals(s.pop_events())) == key(ref)
