@@ -20,6 +20,16 @@ _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SPECIAL = re.compile(r"^<[^>]+>$")
 
 
+def _symbol_bytes(sym: str) -> bytes:
+    """What one symbol contributes to text."""
+    m = _BYTE_PIECE.match(sym)
+    if m:
+        return bytes([int(m.group(1), 16)])
+    if _SPECIAL.match(sym):
+        return b""
+    return sym.replace(WORD_START, " ").encode("utf-8")
+
+
 class SymbolTable:
     """Bidirectional id <-> symbol map of one model."""
 
@@ -32,6 +42,7 @@ class SymbolTable:
         self.unk_id = self.symbol_to_id.get("<unk>")
         self.bpe_model: Path | None = None  # sentencepiece model used by ``encode``
         self._sp = None
+        self._bytes = {i: _symbol_bytes(s) for i, s in self.id_to_symbol.items()}  # id -> text
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SymbolTable":
@@ -66,13 +77,7 @@ class SymbolTable:
     def text(self, ids: Iterable[int]) -> str:
         """Text of a token sequence: word-start marks become spaces, byte pieces are
         decoded, special symbols (``<blk>``, ``<unk>``...) are dropped."""
-        out = bytearray()
-        for sym in self.symbols(ids):
-            m = _BYTE_PIECE.match(sym)
-            if m:
-                out.append(int(m.group(1), 16))
-            elif not _SPECIAL.match(sym):
-                out += sym.replace(WORD_START, " ").encode("utf-8")
+        out = b"".join([self._bytes.get(i, b"") for i in ids])
         return " ".join(out.decode("utf-8", errors="replace").split())
 
     def encode(self, text: str) -> list[int]:
