@@ -142,7 +142,7 @@ class Recognizer:
         search, st = stream.search, stream.search_state
         if stream.input_done and not self.is_ready(stream):
             best = search.finalize(st)[0]
-            stream._emit(self._result(stream, best, is_final=True, is_eof=True))
+            stream.push_event(self._result(stream, best, is_final=True, is_eof=True))
             stream.done = True
             return
         best = search.partial(st)
@@ -150,8 +150,8 @@ class Recognizer:
         if is_endpoint(self.config.endpoint, st.frame_offset - st.segment_start,
                        st.frame_offset - last, self.meta.encoder_frame_seconds):
             if best.tokens:
-                stream._emit(self._result(stream, search.finalize(st)[0], is_final=True))
+                stream.push_event(self._result(stream, search.finalize(st)[0], is_final=True))
                 stream.segment += 1
             stream.search_state = search.reset(st)
-        elif best.tokens != stream._last_partial:
-            stream._emit(self._result(stream, best, is_final=False))
+        elif best.tokens != stream.last_partial_tokens:
+            stream.push_event(self._result(stream, best, is_final=False))

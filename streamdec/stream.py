@@ -32,7 +32,7 @@ class Stream:
         self.done = False  # the end-of-stream final result has been made
         self._tail_padding_frames = tail_padding_frames
         self._events: list[Result] = []
-        self._last_partial: tuple[int, ...] = ()
+        self.last_partial_tokens: tuple[int, ...] = ()  # of the last partial event (dedup)
 
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
         """Add mono audio (float in [-1, 1] or int16) at ``sample_rate``; any chunk size.
@@ -54,7 +54,7 @@ class Stream:
         events, self._events = self._events, []
         return events
 
-    # -- used by the Recognizer ----------------------------------------------------------
-    def _emit(self, result: Result) -> None:
+    def push_event(self, result: Result) -> None:
+        """Queue a result for ``pop_events`` (the Recognizer calls this)."""
         self._events.append(result)
-        self._last_partial = () if result.is_final else result.token_ids
+        self.last_partial_tokens = () if result.is_final else result.token_ids
