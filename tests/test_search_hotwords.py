@@ -15,8 +15,8 @@ BEAM_METHODS = [m for m in ("modified_beam", "alsd", "tsd", "beam", "nsc") if m 
 A, B, C, D, X = 1, 2, 3, 4, 5
 
 
-def walk(graph: ContextGraph, tokens) -> tuple[float, int]:
-    total, node = 0.0, 0
+def walk(graph: ContextGraph, tokens, node: int = 0) -> tuple[float, int]:
+    total = 0.0
     for t in tokens:
         bonus, node = graph.step(node, t)
         total += bonus
@@ -82,9 +82,12 @@ def test_encode_characters_with_word_boundaries():
         table.encode("abc")
     with pytest.raises(TokenizeError):
         table.encode("  ")
-    # the graph drops the leading boundary so a phrase also matches at an utterance start
+    # the leading boundary earns nothing; segments start after a boundary, so the phrase
+    # matches at an utterance start with or without a leading boundary, and at word starts
     g = hotwords_graph([("ab ba", 1.0)], table)
-    assert walk(g, [2, 3, 1, 3, 2]) == (5.0, 0)
+    for tokens in ([2, 3, 1, 3, 2], [1, 2, 3, 1, 3, 2], [3, 1, 2, 3, 1, 3, 2]):
+        assert walk(g, tokens, g.start)[0] == 5.0
+    assert walk(g, [3, 2, 3, 1, 3, 2], g.start)[0] == 0.0  # "AB" inside a word: no match
 
 
 def test_greedy_rejects_hotwords():
@@ -163,8 +166,8 @@ def test_recognizer_streams_get_their_own_phrases(model_dirs, tmp_path):
     plain = rec.create_stream()
     own = rec.create_stream(hotwords=["GHI :3"])
     assert plain.search_state.graph is rec.create_stream().search_state.graph  # shared
-    assert len(plain.search_state.graph) == 1 + 3 + 3
-    assert len(own.search_state.graph) == 1 + 3 + 3 + 3
+    assert len(plain.search_state.graph) == 2 + 3 + 3  # root, shared word start, letters
+    assert len(own.search_state.graph) == 2 + 3 + 3 + 3
     with pytest.raises(TokenizeError):
         rec.create_stream(hotwords=["XYZ"])
     with pytest.raises(ConfigError):

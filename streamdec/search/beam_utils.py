@@ -172,7 +172,9 @@ class BeamSearchBase(Search[BeamState]):
                    graph: ContextGraph | None = None) -> BeamState:
         context = tuple(context or initial_context(self.context_size, self.blank_id))
         return self.state_class(frame_offset=frame_offset, segment_start=frame_offset,
-                                hyps=(Hypothesis(context=context),), graph=graph)
+                                hyps=(Hypothesis(context=context,
+                                                 graph_node=graph.start if graph else 0),),
+                                graph=graph)
 
     def step(self, states: Sequence[BeamState], encoder_out: np.ndarray) -> list[BeamState]:
         beams = [list(s.hyps) for s in states]

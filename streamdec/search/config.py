@@ -25,8 +25,9 @@ class SearchConfig:
     unk_as_blank: bool = True
     # temperature of the reported per-token log-probs (confidences); scores use 1.0
     temperature: float = 1.0
-    # tsd: expansion rounds per frame
-    max_sym_exp: int = 2
+    # tsd: expansion rounds per frame (a path emits at most max_sym_exp - 1 symbols a frame;
+    # 3, not ESPnet's 2: character models often need 2 symbols in one 40 ms frame)
+    max_sym_exp: int = 3
     # alsd: symbols one frame may emit (replaces the offline u_max bound)
     max_sym_per_frame_alsd: int = 3
     # beam (Graves): symbols one frame may emit along a path (bounds the expansion loop)

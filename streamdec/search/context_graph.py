@@ -7,6 +7,11 @@ matched, and gives back the bonus of the part that no longer matches
 (``node_score(dest) - node_score(src)``). A completed phrase returns to the root and keeps
 its bonus. At the end of a segment a partial match is refunded (``refund``).
 
+Word starts: with character units that spell the word boundary as its own unit (``▁``), a
+phrase keeps its leading ``▁`` at no bonus, so it only starts matching at a word start, and
+every segment starts in the state after ``▁`` (``graph.start``): a phrase also matches at
+the start of an utterance, whether or not the model writes a leading ``▁``.
+
 Limitation: a completed phrase returns to the root, so a longer phrase that extends it
 (``NEW YORK`` then ``NEW YORK CITY``) only earns the bonus of the shorter one.
 
@@ -48,21 +53,26 @@ class _Node:
 class ContextGraph:
     """Aho-Corasick automaton over token sequences with per-token bonuses."""
 
-    def __init__(self, nodes: list[_Node], vocab_size: int) -> None:
+    def __init__(self, nodes: list[_Node], vocab_size: int, start: int = 0) -> None:
         self._nodes = nodes
         self.vocab_size = vocab_size
+        self.start = start  # the state every segment starts in
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
-    def build(cls, phrases: Iterable[tuple[Sequence[int], float]], vocab_size: int
-              ) -> "ContextGraph":
-        """``phrases``: (token ids, bonus per token). Shared prefixes take the larger bonus."""
+    def build(cls, phrases: Iterable[tuple[Sequence[int], float | Sequence[float]]],
+              vocab_size: int, start: Sequence[int] = ()) -> "ContextGraph":
+        """``phrases``: (token ids, bonus per token: one for all or one per token). Shared
+        prefixes take the larger bonus. ``start``: tokens that lead from the root to the
+        segment-start state (when the graph has them)."""
         nodes = [_Node(depth=0, token_score=0.0, node_score=0.0)]
-        for tokens, score in phrases:
+        for tokens, scores in phrases:
             if not tokens:
                 continue
+            if isinstance(scores, (int, float)):
+                scores = [float(scores)] * len(tokens)
             cur = 0
-            for tok in tokens:
+            for tok, score in zip(tokens, scores):
                 tok = int(tok)
                 if not 0 <= tok < vocab_size:
                     raise ConfigError(f"hotword token id {tok} outside vocabulary [0, {vocab_size})")
@@ -88,7 +98,13 @@ class ContextGraph:
                         f = nodes[f].fail
                     nodes[child].fail = nodes[f].children.get(tok, 0)
                 queue.append(child)
-        return cls(nodes, vocab_size)
+        node = 0
+        for tok in start:
+            node = nodes[node].children.get(int(tok), 0)
+            if node == 0 or nodes[node].is_end:
+                node = 0
+                break
+        return cls(nodes, vocab_size, start=node)
 
     def __len__(self) -> int:
         """Number of states (the root included)."""
@@ -172,14 +188,15 @@ def read_hotwords_file(path: str | Path, default_score: float) -> list[tuple[str
 
 def hotwords_graph(phrases: Sequence[tuple[str, float]], symbols) -> ContextGraph | None:
     """The graph of (text, bonus per token) phrases tokenised with ``symbols``
-    (a ``SymbolTable``); None without phrases. A leading stand-alone word-boundary unit is
-    dropped, so a phrase also matches at the start of an utterance. Raises TokenizeError."""
+    (a ``SymbolTable``); None without phrases. A leading stand-alone word-boundary unit earns
+    no bonus and is where segments start (see the module notes). Raises TokenizeError."""
     from ..tokens import WORD_START
 
+    boundary = symbols.symbol_to_id.get(WORD_START)
     seqs = []
     for text, score in phrases:
         ids = symbols.encode(text)
-        if len(ids) > 1 and symbols.id_to_symbol.get(ids[0]) == WORD_START:
-            ids = ids[1:]
-        seqs.append((ids, score))
-    return ContextGraph.build(seqs, len(symbols)) if seqs else None
+        seqs.append((ids, [0.0 if i == 0 and t == boundary else score
+                           for i, t in enumerate(ids)]))
+    start = (boundary,) if boundary is not None else ()
+    return ContextGraph.build(seqs, len(symbols), start=start) if seqs else None
