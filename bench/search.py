@@ -9,7 +9,9 @@ Report (JSON): per method ``wer``/``cer`` (whole dev subset), ``rtf`` (single st
 decode seconds / audio seconds, median of ``--runs``), ``throughput_b{batch}`` (audio
 seconds per wall second with ``--batch`` streams decoded together, median), and
 ``rtf_vs_sherpa_greedy`` / ``rtf_vs_sherpa_modified_beam`` (our RTF / theirs, each a median
-over runs). Timing runs use ``--timing-utts`` utterances; every run decodes the same audio.
+over runs); sherpa-onnx's own WER/CER/RTF/throughput under ``sherpa_onnx``. Timing runs use
+``--timing-utts`` utterances; every run decodes the same audio. Our streams run with the
+default endpointing (segments joined for scoring); sherpa-onnx's without.
 """
 
 from __future__ import annotations
@@ -55,13 +57,15 @@ def sherpa_recognizer(model_dir: Path, model_type: str, method: str, beam: int):
         max_active_paths=beam, model_type=model_type)
 
 
-def sherpa_seconds(srec, utts: list[Utterance], batch: int, tail_frames: int) -> float:
-    """Wall seconds sherpa-onnx takes for ``utts``, ``batch`` streams at a time (the same
-    tail padding streamdec adds, since sherpa-onnx decodes whole chunks only)."""
+def sherpa_run(srec, utts: list[Utterance], batch: int, tail_frames: int
+               ) -> tuple[float, dict[str, str]]:
+    """(wall seconds, text per utterance) of sherpa-onnx on ``utts``, ``batch`` streams at a
+    time (the same tail padding streamdec adds: sherpa-onnx decodes whole chunks only)."""
+    texts = {}
     t0 = time.perf_counter()
     for i in range(0, len(utts), batch):
-        streams = []
-        for u in utts[i:i + batch]:
+        group, streams = utts[i:i + batch], []
+        for u in group:
             s = srec.create_stream()
             s.accept_waveform(u.rate, np.concatenate(
                 [u.samples, np.zeros(tail_frames * u.rate // 100, np.float32)]))
@@ -72,7 +76,8 @@ def sherpa_seconds(srec, utts: list[Utterance], batch: int, tail_frames: int) ->
             if not ready:
                 break
             srec.decode_streams(ready)
-    return time.perf_counter() - t0
+        texts.update((u.utt, srec.get_result(s)) for u, s in zip(group, streams))
+    return time.perf_counter() - t0, texts
 
 
 def smoke_setup(tmp: Path) -> tuple[Path, list[Utterance]]:
@@ -124,10 +129,13 @@ def run(args, tmp: Path) -> dict:
     tail = rec.meta.chunk_frames
     for ours, method in SHERPA_METHODS.items():
         srec = sherpa_recognizer(model_dir, rec.meta.model_type, method, args.beam)
-        single = [sherpa_seconds(srec, timing, 1, tail) / audio_timing for _ in range(args.runs)]
-        batched = [audio_timing / sherpa_seconds(srec, timing, args.batch, tail)
+        rates = error_rates(refs, sherpa_run(srec, utts, args.batch, tail)[1])
+        single = [sherpa_run(srec, timing, 1, tail)[0] / audio_timing for _ in range(args.runs)]
+        batched = [audio_timing / sherpa_run(srec, timing, args.batch, tail)[0]
                    for _ in range(args.runs)]
-        report["sherpa_onnx"][method] = {"rtf": round(statistics.median(single), 4),
+        report["sherpa_onnx"][method] = {"wer": round(rates["wer"], 4),
+                                         "cer": round(rates["cer"], 4),
+                                         "rtf": round(statistics.median(single), 4),
                                          f"throughput_b{args.batch}":
                                          round(statistics.median(batched), 2)}
         for m, row in report["searches"].items():
