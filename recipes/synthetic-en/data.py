@@ -21,7 +21,7 @@ from streamdec.features import compute_fbank  # noqa: E402
 from units import PhoneSet, text_to_ids  # noqa: E402
 
 __all__ = ["Utterance", "Batch", "load_shards", "make_batches", "collate", "load_dev_set",
-           "TAIL_PADDING_FRAMES"]
+           "vtlp", "TAIL_PADDING_FRAMES"]
 
 TAIL_PADDING_FRAMES = 66  # silence appended to dev audio, like streaming inference does
 
@@ -109,11 +109,36 @@ def spec_augment(feats: Tensor, lens: Tensor, rng: random.Random, fill: Tensor) 
     return feats
 
 
-def collate(utts: list[Utterance], rng: random.Random | None = None, fill: Tensor | None = None) -> Batch:
+def _mel(f: np.ndarray) -> np.ndarray:
+    return 1127.0 * np.log1p(f / 700.0)
+
+
+def vtlp(feats: np.ndarray, alpha: float, low: float = 20.0, high: float = 7600.0) -> np.ndarray:
+    """Vocal tract length perturbation on log-mel frames (T, F): the spectrum is
+    warped S'(f) = S(f / alpha) (alpha > 1 moves formants up, towards shorter vocal
+    tracts), by interpolating between mel bins. ``low``/``high``: the fbank's mel range."""
+    n = feats.shape[1]
+    mel_lo, mel_hi = _mel(np.array(low)), _mel(np.array(high))
+    step = (mel_hi - mel_lo) / (n + 1)
+    centers = 700.0 * np.expm1((mel_lo + step * np.arange(1, n + 1)) / 1127.0)
+    pos = np.clip((_mel(centers / alpha) - mel_lo) / step - 1, 0, n - 1)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    w = (pos - lo).astype(np.float32)
+    return feats[:, lo] * (1 - w) + feats[:, hi] * w
+
+
+def collate(utts: list[Utterance], rng: random.Random | None = None, fill: Tensor | None = None,
+            vtlp_prob: float = 0.0) -> Batch:
+    """Pad a batch. With ``rng`` (training): VTLP with probability ``vtlp_prob``
+    (alpha ~ U(0.9, 1.25)), then SpecAugment."""
     lens = torch.tensor([len(u.feats) for u in utts], dtype=torch.long)
     feats = torch.zeros(len(utts), int(lens.max()), utts[0].feats.shape[1])
     for i, u in enumerate(utts):
-        feats[i, :len(u.feats)] = torch.from_numpy(u.feats.astype(np.float32))
+        f = u.feats.astype(np.float32)
+        if rng is not None and rng.random() < vtlp_prob:
+            f = vtlp(f, rng.uniform(0.9, 1.25))
+        feats[i, :len(u.feats)] = torch.from_numpy(f)
     if rng is not None:
         feats = spec_augment(feats, lens, rng, fill if fill is not None else torch.zeros(feats.shape[2]))
     tokens, token_lens = _pad([u.tokens for u in utts])

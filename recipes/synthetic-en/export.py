@@ -148,6 +148,8 @@ def export(model: Transducer, out_dir: Path, int8: bool) -> None:
             _add_metadata(out_dir / f"{name}.int8.onnx", meta[name])
     write_tokens(out_dir / "tokens.txt")
     union = {k: v for part in meta.values() for k, v in part.items()}
+    for p in model.parameters():
+        p.requires_grad_(False)
     scripted = torch.jit.script(ScriptedTransducer(model, union).eval())
     scripted.save(str(out_dir / "model.pt"))
 

@@ -93,6 +93,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--curriculum", type=float, default=0.3,
                     help="epoch 0 starts with this fraction of the batches, shortest first")
+    ap.add_argument("--vtlp", type=float, default=0.6, help="probability of VTLP per utterance")
     ap.add_argument("--eval-min", type=float, default=10.0)
     ap.add_argument("--ckpt-min", type=float, default=4.0)
     ap.add_argument("--dev-limit", type=int, default=0)
@@ -137,7 +138,7 @@ def main() -> None:
     budget = args.budget_min * 60
     t_start = time.time() - elapsed
     last_ckpt = last_eval = time.time()
-    audio_s = 0.0
+    audio_s, t_proc = 0.0, time.time()  # throughput since this process started
     model.train()
     done = False
     while not done:
@@ -155,7 +156,7 @@ def main() -> None:
             lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
             for g in opt.param_groups:
                 g["lr"] = lr
-            b = collate([utts[i] for i in idx], rng, fill)
+            b = collate([utts[i] for i in idx], rng, fill, args.vtlp)
             loss, parts = losses(model, b, args.phone_weight, args.ctc_weight)
             opt.zero_grad()
             loss.backward()
@@ -164,7 +165,7 @@ def main() -> None:
             step += 1
             audio_s += float(b.feat_lens.sum()) / 100
             if step % 20 == 0 or args.max_steps:
-                rt = audio_s / max(time.time() - t_start, 1e-9)
+                rt = audio_s / max(time.time() - t_proc, 1e-9)
                 print(f"step {step} ep {epoch} min {elapsed / 60:.1f} lr {lr:.2e} loss {loss.item():.3f} "
                       + " ".join(f"{k} {v:.3f}" for k, v in parts.items())
                       + f" gnorm {float(gnorm):.1f} N {len(idx)} x{rt:.0f}", flush=True)
