@@ -1,8 +1,9 @@
 """Greedy search: per encoder frame, the joiner's argmax; a token is appended and the
 decoder re-run, up to ``max_sym_per_frame`` symbols per frame.
 
-Batched over streams: one joiner call per frame (and per extra symbol round) for all
-streams, one decoder call for all streams that emitted (through the decoder cache).
+Batched over streams and frames: one joiner call scores all frames left in the chunk of
+all streams; a stream that emits a token needs a new decoder output (one decoder call for
+all such streams, through the decoder cache) and re-scores only its remaining frames.
 """
 
 from __future__ import annotations
@@ -37,30 +38,48 @@ class GreedySearch(Search[GreedyState]):
                            decoder_out=self.decoder_cache.get([context])[0])
 
     def step(self, states: Sequence[GreedyState], encoder_out: np.ndarray) -> list[GreedyState]:
+        """encoder_out (N, T', D). Each round scores every frame a stream has left with its
+        current decoder output in one joiner call, then each stream reads its rows up to
+        its first token; only streams that emitted need a new decoder output and another
+        round. The decisions equal a frame-by-frame walk."""
+        num_frames = encoder_out.shape[1]
         hyps = [s.hyp for s in states]
+        scores = [h.score for h in hyps]
         dec = np.stack([s.decoder_out for s in states])
-        for t in range(encoder_out.shape[1]):
-            active = np.arange(len(states))
-            for _ in range(self.config.max_sym_per_frame):
-                logp, reported = self.scores(encoder_out[active, t], dec[active])
-                best = logp.argmax(axis=-1)
-                emitted = []
-                for row, n in enumerate(active):
-                    token = int(best[row])
-                    score = hyps[n].score + float(logp[row, token])
+        pos = [0] * len(states)  # next frame each stream scores
+        at_pos = [0] * len(states)  # symbols already emitted at that frame
+        todo = list(range(len(states)))
+        while todo:
+            rows_n = [n for n in todo for _ in range(pos[n], num_frames)]
+            rows_t = [t for n in todo for t in range(pos[n], num_frames)]
+            logp, reported = self.scores(encoder_out[rows_n, rows_t], dec[rows_n])
+            best = logp.argmax(axis=-1).tolist()
+            emitted = []
+            r = 0
+            for n in todo:
+                first = r
+                r += num_frames - pos[n]
+                for row in range(first, r):
+                    t, token = rows_t[row], best[row]
+                    scores[n] += float(logp[row, token])
                     if self.is_blank(token):
-                        hyps[n] = replace(hyps[n], score=score)
+                        pos[n], at_pos[n] = t + 1, 0
+                        continue
+                    hyps[n] = hyps[n].extend(token, states[n].frame_offset + t,
+                                             float(reported[row, token]), scores[n])
+                    at_pos[n] += 1
+                    if at_pos[n] >= self.config.max_sym_per_frame:
+                        pos[n], at_pos[n] = t + 1, 0
                     else:
-                        hyps[n] = hyps[n].extend(token, states[n].frame_offset + t,
-                                                 float(reported[row, token]), score)
-                        emitted.append(n)
-                if not emitted:
+                        pos[n] = t
+                    emitted.append(n)
                     break
-                active = np.array(emitted)
-                dec[active] = self.decoder_cache.get([hyps[n].context for n in emitted])
-        advance = encoder_out.shape[1]
-        return [replace(s, hyp=h, decoder_out=dec[n], frame_offset=s.frame_offset + advance)
-                for n, (s, h) in enumerate(zip(states, hyps))]
+            if emitted:
+                dec[emitted] = self.decoder_cache.get([hyps[n].context for n in emitted])
+            todo = [n for n in emitted if pos[n] < num_frames]
+        return [replace(s, hyp=replace(h, score=sc), decoder_out=dec[n],
+                        frame_offset=s.frame_offset + num_frames)
+                for n, (s, h, sc) in enumerate(zip(states, hyps, scores))]
 
     def partial(self, state: GreedyState) -> Hypothesis:
         return state.hyp
