@@ -1,0 +1,90 @@
+"""Searches on the built-in model (streamdec/assets/synthetic-en) and its espeak dev set:
+beam searches are at least as accurate as greedy, and hotwords fix misrecognised phrases
+without disturbing utterances that do not contain them.
+
+These tests need the built-in model; they fail (never skip) when it is missing
+(``STREAMDEC_TEST_MODEL_DIR`` points them at another model folder, e.g. a checkpoint being
+trained). The dev audio is synthesised from the committed references when the recipe's data
+folder lacks it (bench/devset.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from devset import dev_set, error_rates, normalize, transcribe  # noqa: E402
+from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
+from streamdec.search import SearchConfig  # noqa: E402
+
+NUM_UTTS = 200  # dev utterances scored: the whole espeak dev set
+WER_TOLERANCE = 0.005  # biasing may cost at most 0.5 WER points on unrelated utterances
+
+
+@pytest.fixture(scope="module")
+def rec() -> Recognizer:
+    model_dir = os.environ.get("STREAMDEC_TEST_MODEL_DIR")  # None: the built-in model
+    return Recognizer(RecognizerConfig(model=ModelConfig(model_dir=model_dir)))
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return dev_set("espeak", NUM_UTTS)
+
+
+@pytest.fixture(scope="module")
+def greedy_hyps(rec, dev):
+    return transcribe(rec, dev)
+
+
+def refs_of(utts):
+    return {u.utt: u.text for u in utts}
+
+
+@pytest.mark.parametrize("method", ["modified_beam", "alsd", "tsd"])
+def test_beam_search_is_not_worse_than_greedy(rec, dev, greedy_hyps, method):
+    greedy = error_rates(refs_of(dev), greedy_hyps)["wer"]
+    beam = error_rates(refs_of(dev), transcribe(rec, dev, SearchConfig(method=method)))["wer"]
+    assert beam <= greedy, f"{method} WER {beam:.4f} > greedy WER {greedy:.4f}"
+
+
+def misrecognised_words(dev, hyps, count: int) -> list[tuple[object, str]]:
+    """(utterance, word): rare words (>= 6 letters, in one reference only, as hotwords
+    usually are: names, terms) missing from the unbiased result, one per utterance."""
+    seen: dict[str, int] = {}
+    for u in dev:
+        for w in set(normalize(u.text).split()):
+            seen[w] = seen.get(w, 0) + 1
+    out = []
+    for u in dev:
+        hyp = set(normalize(hyps[u.utt]).split())
+        missing = [w for w in normalize(u.text).split()
+                   if len(w) >= 6 and w.isalpha() and seen[w] == 1 and w not in hyp]
+        if missing:
+            out.append((u, missing[0]))
+        if len(out) == count:
+            break
+    return out
+
+
+def test_hotwords_fix_misrecognised_phrases_and_leave_the_rest(rec, dev):
+    search = SearchConfig(method="modified_beam")
+    plain = transcribe(rec, dev, search)
+    cases = misrecognised_words(dev, plain, 4)
+    assert cases, "the dev subset should have a misrecognised word to bias"
+    fixed = []
+    for u, word in cases:
+        biased = transcribe(rec, [u], search, hotwords=[word])[u.utt]
+        fixed.append(word in normalize(biased).split())
+    assert sum(fixed) >= max(1, len(cases) // 2), list(zip([w for _, w in cases], fixed))
+
+    phrases = [w for _, w in cases]
+    others = [u for u in dev if not set(phrases) & set(normalize(u.text).split())]
+    refs = refs_of(others)
+    before = error_rates(refs, {u.utt: plain[u.utt] for u in others})["wer"]
+    after = error_rates(refs, transcribe(rec, others, search, hotwords=phrases))["wer"]
+    assert after <= before + WER_TOLERANCE, (before, after)
