@@ -31,7 +31,7 @@ from .beam_utils import BeamSearchBase, BeamState, score_hyps, tokens_at_frame
 __all__ = ["AlsdSearch", "AlsdState"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds an array: compared by identity
 class AlsdState(BeamState):
     step_index: int = 0  # i: the next alignment step of the segment
     buffer: np.ndarray | None = None  # (k, D): frames [frame_offset - k, frame_offset)
