@@ -33,15 +33,21 @@ class AudioFile:
             raise AudioFileError(f"{self.path}: holds no audio samples")
         self.rate = int(info.samplerate)
         self.num_samples = int(info.frames)
+        self.channels = int(info.channels)
 
     @property
     def duration(self) -> float:
         return self.num_samples / self.rate
 
-    def blocks(self, seconds: float = 10.0) -> Iterator[np.ndarray]:
-        """Mono float32 blocks of ``seconds`` (multi-channel audio is averaged)."""
+    def blocks(self, seconds: float = 10.0, channel: int | None = None) -> Iterator[np.ndarray]:
+        """Mono float32 blocks of ``seconds``: one ``channel`` (0-based; e.g. the caller's
+        side of a stereo call recording) or, with None, all channels averaged."""
         import soundfile as sf
 
+        if channel is not None and not 0 <= channel < self.channels:
+            raise AudioFileError(f"{self.path}: has {self.channels} channel(s), no channel "
+                                 f"{channel}")
         size = max(1, int(seconds * self.rate))
-        for block in sf.blocks(str(self.path), blocksize=size, dtype="float32", always_2d=True):
-            yield np.ascontiguousarray(block.mean(axis=1) if block.shape[1] > 1 else block[:, 0])
+        blocks = sf.blocks(str(self.path), blocksize=size, dtype="float32", always_2d=True)
+        return (np.ascontiguousarray(b[:, channel] if channel is not None else b.mean(axis=1))
+                for b in blocks)

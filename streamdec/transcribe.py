@@ -36,11 +36,12 @@ class FileTranscription:
 
 
 class _FileJob:
-    def __init__(self, recognizer: Recognizer, path: str, block_seconds: float) -> None:
+    def __init__(self, recognizer: Recognizer, path: str, block_seconds: float,
+                 channel: int | None) -> None:
         self.result = FileTranscription(path)
         self.audio = AudioFile(path)
         self.result.duration = self.audio.duration
-        self.blocks = self.audio.blocks(block_seconds)
+        self.blocks = self.audio.blocks(block_seconds, channel)
         self.stream = recognizer.create_stream()
 
     def feed(self, recognizer: Recognizer) -> None:
@@ -54,9 +55,10 @@ class _FileJob:
 
 
 def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_size: int = 8,
-                     block_seconds: float = 10.0, on_event: EventCallback | None = None
-                     ) -> Iterator[FileTranscription]:
-    """Transcribe files, up to ``batch_size`` at a time; yields results in input order."""
+                     block_seconds: float = 10.0, on_event: EventCallback | None = None,
+                     channel: int | None = None) -> Iterator[FileTranscription]:
+    """Transcribe files, up to ``batch_size`` at a time; yields results in input order.
+    ``channel``: the channel of multi-channel files to transcribe (None: their average)."""
     pending = iter(enumerate(str(p) for p in paths))
     active: list[tuple[int, _FileJob]] = []
     finished: dict[int, FileTranscription] = {}
@@ -70,7 +72,7 @@ def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_
                 break
             index, path = item
             try:
-                active.append((index, _FileJob(recognizer, path, block_seconds)))
+                active.append((index, _FileJob(recognizer, path, block_seconds, channel)))
             except StreamdecError as e:
                 finished[index] = FileTranscription(path, error=e)
         if active:
@@ -96,7 +98,7 @@ def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_
 
 
 def transcribe_realtime(recognizer: Recognizer, path: str | Path, chunk_ms: int = 100,
-                        on_event: EventCallback | None = None,
+                        on_event: EventCallback | None = None, channel: int | None = None,
                         sleep: Callable[[float], None] = time.sleep) -> FileTranscription:
     """Feed one file in ``chunk_ms`` pieces at the pace of live audio."""
     audio = AudioFile(path)
@@ -113,7 +115,7 @@ def transcribe_realtime(recognizer: Recognizer, path: str | Path, chunk_ms: int 
             if on_event:
                 on_event(result.path, event)
 
-    for block in audio.blocks(chunk_ms / 1000):
+    for block in audio.blocks(chunk_ms / 1000, channel):
         wait = start + fed - time.monotonic()
         if wait > 0:
             sleep(wait)

@@ -118,3 +118,26 @@ def test_console_script_entry_point(wavs, model_dirs):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert "real-time factor" in p.stderr
+
+
+def test_channel_of_a_stereo_call(capsys, model_dirs, tmp_path):
+    left, right = test_audio(3.0, seed=90), test_audio(3.0, seed=91)
+    stereo = tmp_path / "call.wav"
+    sf.write(str(stereo), np.stack([left, right], axis=1), 16000)
+    sf.write(str(tmp_path / "right.wav"), right, 16000)
+    model = str(model_dirs["zipformer2"])
+    _, both, _ = run_cli(capsys, "transcribe", str(stereo), "--model", model)
+    _, ch1, _ = run_cli(capsys, "transcribe", str(stereo), "--model", model, "--channel", "1")
+    _, mono, _ = run_cli(capsys, "transcribe", str(tmp_path / "right.wav"), "--model", model)
+    assert ch1 == mono and ch1 != both
+    code, _, err = run_cli(capsys, "transcribe", str(stereo), "--model", model, "--channel", "2")
+    assert code == 1 and "has 2 channel(s), no channel 2" in err
+
+
+def test_realtime_jsonl_streams_events_and_reports_bad_files(capsys, wavs, model_dirs, tmp_path):
+    code, out, err = run_cli(capsys, "transcribe", str(tmp_path / "missing.wav"), wavs[0],
+                             "--model", str(model_dirs["zipformer2"]), "--realtime",
+                             "--format", "jsonl")
+    assert code == 1 and "missing.wav: audio file not found" in err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events and events[-1]["is_eof"]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from ..errors import StreamdecError
 from ..formats import FORMATS, event_json, subtitles, transcript
 from ..recognizer import Recognizer
 from ..results import Result
@@ -30,6 +31,9 @@ def add_parser(sub) -> None:
     p.add_argument("--output-dir", metavar="DIR",
                    help="write one FILE_STEM.<format> per input instead of standard output")
     p.add_argument("--batch-size", type=int, default=8, help="files decoded at once")
+    p.add_argument("--channel", type=int, metavar="N",
+                   help="transcribe channel N (0-based) of multi-channel files, e.g. one side "
+                        "of a stereo call recording (default: the channels' average)")
     p.add_argument("--stats", action="store_true", help="print the real-time factor to stderr")
     add_recognizer_options(p)
     p.set_defaults(run=run)
@@ -79,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     audio_seconds = 0.0
     failures = 0
 
+    # realtime text/jsonl to the terminal is printed live, event by event
+    live = args.realtime and not out_dir and args.format in ("text", "jsonl")
+
     def emit(item: FileTranscription) -> None:
         nonlocal audio_seconds, failures
         if item.error is not None:
@@ -86,36 +93,35 @@ def run(args: argparse.Namespace) -> int:
             print(f"streamdec: {item.error}", file=sys.stderr)
             return
         audio_seconds += item.duration
+        if live:
+            return
         text = _render(item, args.format)
         if out_dir:
-            (out_dir / f"{Path(item.path).stem}.{args.format if args.format != 'text' else 'txt'}"
-             ).write_text(text, encoding="utf-8")
-        elif not (args.realtime and args.format == "text"):
+            suffix = "txt" if args.format == "text" else args.format
+            (out_dir / f"{Path(item.path).stem}.{suffix}").write_text(text, encoding="utf-8")
+        else:
             sys.stdout.write(text)
             sys.stdout.flush()
 
     if args.realtime:
-        live = _LiveLine(sys.stdout)
-        on_event = (live if args.format == "text" and not out_dir else
-                    (lambda f, e: print(event_json(f, e), flush=True))
-                    if args.format == "jsonl" and not out_dir else None)
+        on_event = None
+        if live:
+            on_event = (_LiveLine(sys.stdout) if args.format == "text"
+                        else lambda f, e: print(event_json(f, e), flush=True))
         for path in args.files:
             try:
-                item = transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event)
-            except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
+                item = transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event,
+                                           args.channel)
+            except StreamdecError as e:  # one bad file must not stop the others
                 item = FileTranscription(str(path), error=e)
-            if args.format != "jsonl" or out_dir:
-                emit(item)
-            elif item.error is not None:
-                emit(item)
-            else:
-                audio_seconds += item.duration
+            emit(item)
     else:
         from tqdm import tqdm
 
         bar = tqdm(total=len(args.files), unit="file", disable=len(args.files) < 2 or None,
                    file=sys.stderr)
-        for item in transcribe_files(recognizer, args.files, batch_size=args.batch_size):
+        for item in transcribe_files(recognizer, args.files, batch_size=args.batch_size,
+                                     channel=args.channel):
             emit(item)
             bar.update(1)
         bar.close()
