@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes" / "synthetic-en"))
-from rnnt_loss import rnnt_loss  # noqa: E402
+from rnnt_loss import modified_rnnt_loss, rnnt_loss  # noqa: E402
 
 
 def brute_force(logits: torch.Tensor, target: list[int], blank: int = 0) -> float:
@@ -62,3 +62,42 @@ def test_gradient_matches_finite_difference():
     lens_t, lens_u = torch.tensor([3, 2]), torch.tensor([2, 1])
     assert torch.autograd.gradcheck(lambda x: rnnt_loss(x, targets, lens_t, lens_u), (logits,),
                                     eps=1e-6, atol=1e-5)
+
+
+def brute_force_modified(logits: torch.Tensor, target: list[int], blank: int = 0) -> float:
+    """-log sum over alignments emitting at most one label per frame (each frame: blank
+    or the next label), exactly len(target) labels over T frames. logits (T, U+1, V)."""
+    lp = logits.double().log_softmax(-1)
+    t_len, u_len = lp.shape[0], len(target)
+    scores = []
+    for emits in itertools.product([False, True], repeat=t_len):
+        if sum(emits) != u_len:
+            continue
+        score, u = 0.0, 0
+        for t, e in enumerate(emits):
+            if e:
+                score += lp[t, u, target[u]].item()
+                u += 1
+            else:
+                score += lp[t, u, blank].item()
+        scores.append(score)
+    return -torch.logsumexp(torch.tensor(scores, dtype=torch.float64), 0).item()
+
+
+def test_modified_matches_brute_force():
+    torch.manual_seed(2)
+    cases = [(4, [1, 3]), (3, [2, 2, 4]), (5, [4]), (2, []), (2, [1, 2, 3])]  # last: U > T, infeasible
+    t_max, u_max = 5, 3
+    logits = torch.randn(len(cases), t_max, u_max + 1, 5, requires_grad=True)
+    targets = torch.zeros(len(cases), u_max, dtype=torch.long)
+    for i, (_, y) in enumerate(cases):
+        targets[i, :len(y)] = torch.tensor(y, dtype=torch.long)
+    loss = modified_rnnt_loss(logits, targets, torch.tensor([t for t, _ in cases]),
+                              torch.tensor([len(y) for _, y in cases]))
+    for i, (t, y) in enumerate(cases[:-1]):
+        expected = brute_force_modified(logits[i, :t, :len(y) + 1].detach(), y)
+        assert abs(loss[i].item() - expected) < 1e-4, (i, loss[i].item(), expected)
+    assert loss[-1].item() == 0.0
+    loss.sum().backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad[-1].abs().max() == 0
+    assert logits.grad[0, 4:].abs().max() == 0

@@ -77,12 +77,19 @@ if [ "$STAGE" -le 4 ]; then
   $PY "$HERE/export.py" "$CKPT" "$OUT" --int8 2> "$EXP/export.log"
 fi
 if [ "$STAGE" -le 5 ]; then
-  echo "== stage 5: evaluate (greedy, streaming ONNX decoding)"
+  echo "== stage 5: evaluate: streamdec transcribe (greedy, default config) + score.py"
   for set in $EVAL_SETS; do
+    files=$(ls "$DATA/dev/$set"/*.wav)
     for prec in fp32 int8; do
       flag=""; [ "$prec" = int8 ] && flag="--int8"
-      $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$EXP/hyp-$set-$prec.jsonl" $flag
+      (cd "$REPO" && $PY -m streamdec transcribe --format jsonl --model "$OUT" $flag $files) \
+        > "$EXP/hyp-$set-$prec.jsonl"
       echo -n "$set $prec: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$EXP/hyp-$set-$prec.jsonl"
     done
+  done
+  echo "== stage 5b: cross-check: the recipe's own streaming ONNX greedy decoder"
+  for set in $EVAL_SETS; do
+    $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$EXP/hyp-$set-recipe.jsonl"
+    echo -n "$set recipe-decoder fp32: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$EXP/hyp-$set-recipe.jsonl"
   done
 fi

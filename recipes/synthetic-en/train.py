@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from data import collate, load_dev_set, load_shards, make_batches
 from greedy import greedy_search
 from model import ModelConfig, Transducer
-from rnnt_loss import rnnt_loss
+from rnnt_loss import modified_rnnt_loss, rnnt_loss
 from score import error_rates
 from units import TOKENS, PhoneSet, ids_to_text
 
@@ -59,11 +59,13 @@ def save(path: Path, **state) -> None:
     os.replace(tmp, path)
 
 
-def losses(model: Transducer, b, phone_weight: float, ctc_weight: float) -> tuple[torch.Tensor, dict]:
+def losses(model: Transducer, b, phone_weight: float, ctc_weight: float,
+           loss_type: str = "standard") -> tuple[torch.Tensor, dict]:
     enc, mid, enc_lens = model.encode(b.feats, b.feat_lens)
     logits = model.lattice_logits(enc, b.tokens)
     ntok = b.token_lens.sum().clamp(min=1)
-    l_rnnt = rnnt_loss(logits, b.tokens, enc_lens, b.token_lens).sum() / ntok
+    transducer_loss = modified_rnnt_loss if loss_type == "modified" else rnnt_loss
+    l_rnnt = transducer_loss(logits, b.tokens, enc_lens, b.token_lens).sum() / ntok
     total, parts = l_rnnt, {"rnnt": l_rnnt.item()}
     if ctc_weight > 0:
         lp = F.log_softmax(model.ctc_head(enc), -1).transpose(0, 1)
@@ -93,6 +95,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--curriculum", type=float, default=0.3,
                     help="epoch 0 starts with this fraction of the batches, shortest first")
+    ap.add_argument("--loss-type", choices=["standard", "modified"], default="standard",
+                    help="modified: at most one symbol per frame (matches 1-symbol greedy search)")
     ap.add_argument("--vtlp", type=float, default=0.6, help="probability of VTLP per utterance")
     ap.add_argument("--eval-min", type=float, default=10.0)
     ap.add_argument("--ckpt-min", type=float, default=4.0)
@@ -157,7 +161,7 @@ def main() -> None:
             for g in opt.param_groups:
                 g["lr"] = lr
             b = collate([utts[i] for i in idx], rng, fill, args.vtlp)
-            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight)
+            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight, args.loss_type)
             opt.zero_grad()
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
