@@ -15,7 +15,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 WORK="$HERE"
 SMOKE=0
 STAGE=0
-BUDGET=95
+BUDGET=100
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,7 +46,7 @@ else
   TEXT_ARGS=""
   PREP_ARGS="--jobs 2"
   DEV_ARGS=""
-  TRAIN_ARGS="--budget-min $BUDGET"
+  TRAIN_ARGS="--budget-min $BUDGET --standard-steps 1460 --vtlp-from-step 980"  # the shipped schedule
   EVAL_SETS="espeak flite espeak8k"
 fi
 

@@ -1,6 +1,6 @@
 """Train the streaming LSTM transducer on the precomputed shards (CPU).
 
-Loss = RNN-T + ctc_weight * char CTC (top layer) + phone_weight * phoneme CTC
+Loss = RNN-T (``--loss-type``: modified = one symbol per frame) + ctc_weight * char CTC (top layer) + phone_weight * phoneme CTC
 (layer ``phone_layer``), all per target token. Adam, linear warm-up then a cosine
 decay over the wall-clock budget (``--budget-min``). Epoch 0 starts with the
 shortest batches, short-to-long (curriculum). New shards that appear while training (data prep still
@@ -95,9 +95,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--curriculum", type=float, default=0.3,
                     help="epoch 0 starts with this fraction of the batches, shortest first")
-    ap.add_argument("--loss-type", choices=["standard", "modified"], default="standard",
+    ap.add_argument("--loss-type", choices=["standard", "modified"], default="modified",
                     help="modified: at most one symbol per frame (matches 1-symbol greedy search)")
+    ap.add_argument("--standard-steps", type=int, default=0,
+                    help="use the standard transducer loss for the first N steps (the shipped run: 1460)")
     ap.add_argument("--vtlp", type=float, default=0.6, help="probability of VTLP per utterance")
+    ap.add_argument("--vtlp-from-step", type=int, default=0, help="no VTLP before this step (shipped run: 980)")
     ap.add_argument("--eval-min", type=float, default=10.0)
     ap.add_argument("--ckpt-min", type=float, default=4.0)
     ap.add_argument("--dev-limit", type=int, default=0)
@@ -160,8 +163,9 @@ def main() -> None:
             lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
             for g in opt.param_groups:
                 g["lr"] = lr
-            b = collate([utts[i] for i in idx], rng, fill, args.vtlp)
-            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight, args.loss_type)
+            b = collate([utts[i] for i in idx], rng, fill, args.vtlp if step >= args.vtlp_from_step else 0.0)
+            loss_type = "standard" if step < args.standard_steps else args.loss_type
+            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight, loss_type)
             opt.zero_grad()
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
