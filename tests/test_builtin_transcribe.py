@@ -51,7 +51,8 @@ def test_readme_example_is_transcribed():
     assert p.returncode == 0, p.stderr
     ref = ("hello world the quick brown fox jumps over the lazy dog please call me back at "
            "five thirty")
-    assert cer(ref, p.stdout.strip()) < 0.5, p.stdout
+    # measured 0.22 with the shipped model (festival: a synthesizer training never used)
+    assert cer(ref, p.stdout.strip()) < 0.35, p.stdout
 
 
 @pytest.mark.parametrize("n", range(len(SENTENCES)))
