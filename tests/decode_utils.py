@@ -31,3 +31,43 @@ def finals(events: list[Result]) -> list[Result]:
 def key(results: list[Result]) -> list[tuple]:
     """What must be identical between two decodes of the same audio."""
     return [(r.segment, r.token_ids, r.timestamps, r.start_time) for r in results]
+
+
+def decode_together(rec: Recognizer, streams: list, audios: list[np.ndarray], piece: int,
+                    rate: int = 16000) -> list[list[Result]]:
+    """Feed several streams in interleaved pieces (streams at different points, ending at
+    different times) and decode them together in batches; returns each stream's events."""
+    events: list[list[Result]] = [[] for _ in audios]
+    pos = 0
+    while not all(s.done for s in streams):
+        for s, a in zip(streams, audios):
+            if pos < len(a):
+                s.accept_waveform(rate, a[pos:pos + piece])
+            elif not s.input_done:
+                s.input_finished()
+        pos += piece
+        while any(rec.is_ready(s) for s in streams):
+            rec.decode(streams)
+        for ev, s in zip(events, streams):
+            ev += s.pop_events()
+    return events
+
+
+def sherpa_decode(model_dir, model_type: str, audio: np.ndarray, tail_padding_frames: int,
+                  method: str = "greedy_search", paths: int = 4):
+    """sherpa-onnx's result on the same model files and audio, with the same tail padding
+    streamdec adds itself (sherpa-onnx runs only whole chunks)."""
+    import sherpa_onnx
+
+    rec = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(model_dir / "tokens.txt"), encoder=str(model_dir / "encoder.onnx"),
+        decoder=str(model_dir / "decoder.onnx"), joiner=str(model_dir / "joiner.onnx"),
+        num_threads=1, sample_rate=16000, feature_dim=80, decoding_method=method,
+        max_active_paths=paths, model_type=model_type)
+    s = rec.create_stream()
+    s.accept_waveform(16000, np.concatenate([audio, np.zeros(tail_padding_frames * 160,
+                                                              np.float32)]))
+    s.input_finished()
+    while rec.is_ready(s):
+        rec.decode_stream(s)
+    return rec.get_result_all(s)

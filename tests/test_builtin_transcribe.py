@@ -10,8 +10,7 @@ import soundfile as sf
 
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig
 from streamdec.models import BUILTIN_MODEL_DIR
-from decode_utils import decode_in_pieces, finals
-from test_interop_sherpa import sherpa_greedy
+from decode_utils import decode_in_pieces, finals, sherpa_decode
 
 SENTENCES = ["please call me back tomorrow morning",
              "the meeting starts at nine thirty",
@@ -73,7 +72,7 @@ def test_greedy_matches_sherpa_onnx_on_the_builtin_model(rec, tmp_path, n):
     audio = speak(SENTENCES[n], tmp_path / "s.wav", voice="en-gb")
     ours = finals(decode_in_pieces(rec, audio, 3200))
     assert len(ours) == 1 and ours[0].tokens
-    theirs = sherpa_greedy(BUILTIN_MODEL_DIR, rec.meta.model_type, audio, rec.meta.chunk_frames)
+    theirs = sherpa_decode(BUILTIN_MODEL_DIR, rec.meta.model_type, audio, rec.meta.chunk_frames)
     # sherpa-onnx lists the word-boundary unit "\u2581" as a space
     assert [t.replace("\u2581", " ") for t in ours[0].tokens] == list(theirs.tokens)
     np.testing.assert_allclose(ours[0].timestamps, theirs.timestamps, atol=0.006)

@@ -4,7 +4,7 @@ import pytest
 from streamdec import EndpointConfig, EndpointRule, StreamStateError
 from model_factory import test_audio
 from conftest import make_recognizer
-from decode_utils import decode_in_pieces, finals, key
+from decode_utils import decode_in_pieces, decode_together, finals, key
 
 AUDIO = test_audio(7.0, seed=11)
 
@@ -31,20 +31,7 @@ def test_batch_invariance(layout_recognizer):
     rec = layout_recognizer
     audios = [test_audio(2.0 + 0.7 * n, seed=20 + n) for n in range(7)]
     alone = [finals(decode_in_pieces(rec, a, 1600)) for a in audios]
-    streams = [rec.create_stream() for _ in audios]
-    events = [[] for _ in audios]
-    pos = 0
-    while not all(s.done for s in streams):
-        for s, a in zip(streams, audios):  # interleaved arrival, streams at different points
-            if pos < len(a):
-                s.accept_waveform(16000, a[pos:pos + 1600])
-            elif not s.input_done:
-                s.input_finished()
-        pos += 1600
-        while any(rec.is_ready(s) for s in streams):
-            rec.decode(streams)
-        for ev, s in zip(events, streams):
-            ev += s.pop_events()
+    events = decode_together(rec, [rec.create_stream() for _ in audios], audios, 1600)
     for a, ev in zip(alone, events):
         assert key(finals(ev)) == key(a)
 

@@ -4,28 +4,12 @@ and with one active path it is exactly greedy search."""
 
 import numpy as np
 import pytest
-import sherpa_onnx
 
 from conftest import make_recognizer
-from decode_utils import decode_in_pieces, finals
+from decode_utils import decode_in_pieces, finals, sherpa_decode
 from model_factory import test_audio
 from streamdec import EndpointConfig
 from streamdec.search import SearchConfig
-
-
-def sherpa_decode(model_dir, audio, tail_padding_frames, method, paths):
-    rec = sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(model_dir / "tokens.txt"), encoder=str(model_dir / "encoder.onnx"),
-        decoder=str(model_dir / "decoder.onnx"), joiner=str(model_dir / "joiner.onnx"),
-        num_threads=1, sample_rate=16000, feature_dim=80, decoding_method=method,
-        max_active_paths=paths, model_type="lstm")
-    s = rec.create_stream()
-    s.accept_waveform(16000, np.concatenate([audio, np.zeros(tail_padding_frames * 160,
-                                                              np.float32)]))
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode_stream(s)
-    return rec.get_result_all(s)
 
 
 @pytest.mark.parametrize("seed,paths", [(61, 4), (62, 4), (63, 2), (64, 8)])
@@ -36,7 +20,8 @@ def test_modified_beam_matches_sherpa_onnx(model_dirs, seed, paths):
     ours = finals(decode_in_pieces(rec, audio, 3200,
                                    search=SearchConfig(method="modified_beam", beam=paths)))
     assert len(ours) == 1
-    theirs = sherpa_decode(d, audio, rec.meta.chunk_frames, "modified_beam_search", paths)
+    theirs = sherpa_decode(d, "lstm", audio, rec.meta.chunk_frames, "modified_beam_search",
+                           paths)
     assert len(ours[0].tokens) > 10
     assert list(ours[0].tokens) == list(theirs.tokens)
     np.testing.assert_allclose(ours[0].timestamps, theirs.timestamps, atol=0.006)

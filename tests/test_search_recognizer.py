@@ -9,7 +9,7 @@ import pytest
 
 import search_reference as ref
 from conftest import make_recognizer
-from decode_utils import decode_in_pieces, finals, key
+from decode_utils import decode_in_pieces, decode_together, finals, key
 from model_factory import test_audio
 from streamdec.models.base import ModelMeta
 from streamdec.search import SEARCHES, SearchConfig, make_search
@@ -50,19 +50,7 @@ def test_batch_invariance(rec, method):
     alone = [finals(decode_in_pieces(rec, a, 1600, search=config(m)))
              for a, m in zip(audios, methods)]
     streams = [rec.create_stream(search=config(m)) for m in methods]
-    events = [[] for _ in audios]
-    pos = 0
-    while not all(s.done for s in streams):
-        for s, a in zip(streams, audios):
-            if pos < len(a):
-                s.accept_waveform(16000, a[pos:pos + 1600])
-            elif not s.input_done:
-                s.input_finished()
-        pos += 1600
-        while any(rec.is_ready(s) for s in streams):
-            rec.decode(streams)
-        for ev, s in zip(events, streams):
-            ev += s.pop_events()
+    events = decode_together(rec, streams, audios, 1600)
     for a, ev in zip(alone, events):
         assert key(finals(ev)) == key(a)
         np.testing.assert_allclose([r.score for r in finals(ev)], [r.score for r in a],
