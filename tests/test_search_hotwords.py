@@ -27,8 +27,17 @@ def test_matched_tokens_earn_the_bonus_and_a_completed_phrase_keeps_it():
     g = ContextGraph.build([((A, B, C), 1.0)], vocab_size=8)
     assert walk(g, [A]) == (1.0, g.next_node(0, A))
     total, node = walk(g, [A, B, C])
-    assert (total, node) == (3.0, 0)  # back to the root, bonus kept
-    assert walk(g, [A, B, C, X])[0] == 3.0
+    assert total == 3.0 and g.refund(node) == 0.0  # completed: nothing left to give back
+    assert walk(g, [A, B, C, X]) == (3.0, 0)
+
+
+def test_a_longer_phrase_extending_a_completed_one_earns_its_whole_bonus():
+    # NEW YORK and NEW YORK CITY: completing the first does not stop the second
+    g = ContextGraph.build([((A, B), 1.0), ((A, B, C, D), 1.0)], vocab_size=8)
+    assert walk(g, [A, B, C, D])[0] == 4.0
+    total, node = walk(g, [A, B, C])
+    assert (total, g.refund(node)) == (3.0, 1.0)  # C is held until D completes the longer one
+    assert walk(g, [A, B, C, X]) == (2.0, 0)  # a mismatch gives back C, not A B
 
 
 def test_a_mismatch_gives_the_partial_bonus_back():
@@ -36,7 +45,8 @@ def test_a_mismatch_gives_the_partial_bonus_back():
     total, node = walk(g, [A, B, X])
     assert (total, node) == (0.0, 0)
     # A A B C: the second A restarts the phrase through the fail link, not from scratch
-    assert walk(g, [A, A, B, C]) == (3.0, 0)
+    total, node = walk(g, [A, A, B, C])
+    assert total == 3.0 and g.refund(node) == 0.0
 
 
 def test_fail_links_keep_the_longest_matching_suffix():
@@ -44,8 +54,15 @@ def test_fail_links_keep_the_longest_matching_suffix():
     bonus_ab, node_ab = walk(g, [A, B])
     assert bonus_ab == 2.0
     bonus, node = g.step(node_ab, D)  # A B D: "B D" completes through the fail link
-    assert node == 0
+    assert g.refund(node) == 0.0
     assert bonus_ab + bonus == pytest.approx(4.0)  # B and D at 2.0 each; A given back
+
+
+def test_a_phrase_inside_a_broken_longer_match_earns_its_bonus():
+    g = ContextGraph.build([((X, A, B, C), 1.0), ((A, B, D), 2.0)], vocab_size=8)
+    assert walk(g, [X, A, B])[0] == 3.0
+    total, node = walk(g, [X, A, B, D])  # X A B C broken; A B D completes through the fail link
+    assert total == pytest.approx(6.0) and g.refund(node) == 0.0
 
 
 def test_refund_at_segment_end_and_bonus_rows_agree_with_step():

@@ -4,16 +4,19 @@ Every hypothesis of a beam search carries a node of the stream's graph (an int, 
 A token that continues a phrase earns the phrase's per-token bonus; a token that breaks a
 match follows the fail links to the longest phrase prefix that is a suffix of what was
 matched, and gives back the bonus of the part that no longer matches
-(``node_score(dest) - node_score(src)``). A completed phrase returns to the root and keeps
-its bonus. At the end of a segment a partial match is refunded (``refund``).
+(``node_score(dest) - node_score(src)``). A completed phrase keeps its bonus for good: the
+automaton stays in the phrase's node, so a longer phrase that extends it (``NEW YORK`` then
+``NEW YORK CITY``) goes on earning, and a later mismatch gives back only the part after the
+last completed phrase (``held``). At the end of a segment the held part is refunded
+(``refund``).
 
 Word starts: with character units that spell the word boundary as its own unit (``▁``), a
 phrase keeps its leading ``▁`` at no bonus, so it only starts matching at a word start, and
 every segment starts in the state after ``▁`` (``graph.start``): a phrase also matches at
 the start of an utterance, whether or not the model writes a leading ``▁``.
 
-Limitation: a completed phrase returns to the root, so a longer phrase that extends it
-(``NEW YORK`` then ``NEW YORK CITY``) only earns the bonus of the shorter one.
+A phrase completed only inside a longer partial match (``A B`` while matching ``X A B C``)
+earns its bonus when that match breaks and the automaton falls back to it.
 
     graph = ContextGraph.build([((5, 9, 2), 1.5), ((7,), 2.0)], vocab_size=V)
     bonus = graph.bonus_rows(nodes)          # (n, V): bonus of every next token
@@ -44,8 +47,9 @@ __all__ = ["ContextGraph", "parse_hotwords", "read_hotwords_file", "hotwords_gra
 class _Node:
     depth: int
     token_score: float  # bonus for reaching this node from its parent
-    node_score: float  # sum of token scores from the root (the bonus held while here)
+    node_score: float  # sum of token scores from the root
     is_end: bool = False
+    done: float = 0.0  # node_score of the deepest completed phrase on the path (kept for good)
     children: dict[int, int] = field(default_factory=dict)
     fail: int = 0
 
@@ -92,6 +96,7 @@ class ContextGraph:
             n = queue.popleft()
             for tok, child in nodes[n].children.items():
                 nodes[child].node_score = nodes[n].node_score + nodes[child].token_score
+                nodes[child].done = nodes[child].node_score if nodes[child].is_end else nodes[n].done
                 if n != 0:
                     f = nodes[n].fail
                     while f and tok not in nodes[f].children:
@@ -110,8 +115,12 @@ class ContextGraph:
         """Number of states (the root included)."""
         return len(self._nodes)
 
+    def _held(self, node: int) -> float:
+        """The bonus in ``node`` that a mismatch or a segment end takes back."""
+        return self._nodes[node].node_score - self._nodes[node].done
+
     def _goto(self, node: int, token: int) -> int:
-        """Aho-Corasick transition (before a completed phrase returns to the root)."""
+        """Aho-Corasick transition."""
         while True:
             child = self._nodes[node].children.get(token)
             if child is not None:
@@ -123,14 +132,17 @@ class ContextGraph:
     def step(self, node: int, token: int) -> tuple[float, int]:
         """(bonus, next node) for ``token`` read in state ``node``."""
         dest = self._goto(node, token)
-        bonus = self._nodes[dest].node_score - self._nodes[node].node_score
-        return bonus, (0 if self._nodes[dest].is_end else dest)
+        if self._nodes[node].children.get(token) == dest:  # the match goes on
+            return self._nodes[dest].token_score, dest
+        # fell back to a suffix: give back what was held, earn what the suffix holds
+        # (the completed phrases inside it included)
+        return self._nodes[dest].node_score - self._held(node), dest
 
     def _row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(bonus (V,) float32, next node (V,) int64) of every token from ``node``."""
         row = self._rows.get(node)
         if row is None:
-            bonus = np.full(self.vocab_size, -self._nodes[node].node_score, np.float32)
+            bonus = np.full(self.vocab_size, -self._held(node), np.float32)
             nxt = np.zeros(self.vocab_size, np.int64)
             chain, n = [], node
             while True:  # every token with a transition other than "back to the root"
@@ -153,7 +165,7 @@ class ContextGraph:
 
     def refund(self, node: int) -> float:
         """The bonus a partial match in ``node`` holds (to subtract at segment end)."""
-        return self._nodes[node].node_score
+        return self._held(node)
 
 
 def parse_hotwords(lines: Iterable[str], default_score: float
