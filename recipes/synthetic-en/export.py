@@ -96,6 +96,26 @@ def load_model(checkpoint: Path) -> Transducer:
     return model.eval()
 
 
+# ScriptedTransducer parameter prefixes -> Transducer's (the inverse of the export wrappers)
+_SCRIPTED_TO_TRAINING = (("enc.encoder.", "encoder."), ("enc.proj.", "joiner.encoder_proj."),
+                         ("dec.decoder.", "decoder."), ("dec.proj.", "joiner.decoder_proj."),
+                         ("join.output_linear.", "joiner.output_linear."))
+
+
+def weights_from_scripted(path: Path) -> Dict[str, Tensor]:
+    """The exported part of a Transducer's state dict, read back from an exported model.pt
+    (training-only heads are not in it)."""
+    out = {}
+    for key, value in torch.jit.load(str(path), map_location="cpu").state_dict().items():
+        for src, dst in _SCRIPTED_TO_TRAINING:
+            if key.startswith(src):
+                out[dst + key[len(src):]] = value
+                break
+        else:
+            raise ValueError(f"{path}: unexpected parameter {key}")
+    return out
+
+
 def metadata(cfg: ModelConfig) -> Dict[str, Dict[str, str]]:
     return {
         "encoder": {"model_type": "lstm", "T": str(T_CHUNK), "decode_chunk_len": str(CHUNK),

@@ -3,10 +3,15 @@
 #
 #   bash recipes/synthetic-en/run.sh                     # full run, work dir = this folder
 #   bash recipes/synthetic-en/run.sh --smoke --workdir /tmp/x   # CI smoke: tiny, < 60 s
+#   bash recipes/synthetic-en/run.sh --finetune-min 45    # + the fine-tuning the shipped model had
 #   options: --stage N (start at stage N), --budget-min M (training wall clock),
+#            --finetune-min M (0: none; > 0: stage 3b, see below),
 #            --out DIR (export target; default WORKDIR/exp/model)
 #
-# Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 4 export, 5 evaluate.
+# Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate.
+# 3b (only with --finetune-min): new audio for the same sentences (seed 2, 40% flite) and
+# fine-tuning from exp/best.pt with the mean of the standard and the one-symbol loss, so
+# that the searches emitting several symbols per frame (ALSD, TSD) fit the model too.
 # Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check).
 set -euo pipefail
 
@@ -16,6 +21,7 @@ WORK="$HERE"
 SMOKE=0
 STAGE=0
 BUDGET=100
+FINETUNE=0
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,6 +29,7 @@ while [ $# -gt 0 ]; do
     --workdir) WORK="$2"; shift ;;
     --stage) STAGE="$2"; shift ;;
     --budget-min) BUDGET="$2"; shift ;;
+    --finetune-min) FINETUNE="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -41,12 +48,14 @@ if [ "$SMOKE" = 1 ]; then
   PREP_ARGS="--limit 24 --shard-size 12 --jobs 1"
   DEV_ARGS="--limit 2"
   TRAIN_ARGS="--max-steps 2 --max-frames 3000 --d-model 32 --layers 2 --eval-min 1000 --budget-min 5"
+  FT_ARGS="--max-steps 2 --max-frames 3000 --eval-min 1000 --budget-min 5"
   EVAL_SETS="espeak8k"
 else
   TEXT_ARGS=""
   PREP_ARGS="--jobs 2"
   DEV_ARGS=""
   TRAIN_ARGS="--budget-min $BUDGET --standard-steps 1460 --vtlp-from-step 980"  # the shipped schedule
+  FT_ARGS="--budget-min $FINETUNE --lr 6e-4 --warmup 100 --curriculum 0"
   EVAL_SETS="espeak flite espeak8k"
 fi
 
@@ -71,9 +80,22 @@ if [ "$STAGE" -le 3 ]; then
   $PY "$HERE/train.py" --data "$DATA/train" --dev "$DATA/dev" --exp "$EXP" $TRAIN_ARGS > "$EXP/train.log" 2>&1
   tail -n 3 "$EXP/train.log"
 fi
+FINAL="$EXP"
+if [ "$FINETUNE" != 0 ]; then
+  FINAL="$EXP/finetune"
+  if [ "$STAGE" -le 3 ]; then
+    echo "== stage 3b: fine-tuning audio (seed 2, 40% flite), fine-tune (log: $FINAL/train.log)"
+    $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-ft" $PREP_ARGS --seed 2 --flite-share 0.4
+    BASE="$EXP/best.pt"; [ -f "$BASE" ] || BASE="$EXP/last.pt"
+    mkdir -p "$FINAL"
+    $PY "$HERE/train.py" --data "$DATA/train-ft" --dev "$DATA/dev" --exp "$FINAL" --init "$BASE" \
+      --loss-type mixed $FT_ARGS > "$FINAL/train.log" 2>&1
+    tail -n 3 "$FINAL/train.log"
+  fi
+fi
 if [ "$STAGE" -le 4 ]; then
   echo "== stage 4: export -> $OUT"
-  CKPT="$EXP/best.pt"; [ -f "$CKPT" ] || CKPT="$EXP/last.pt"
+  CKPT="$FINAL/best.pt"; [ -f "$CKPT" ] || CKPT="$FINAL/last.pt"
   $PY "$HERE/export.py" "$CKPT" "$OUT" --int8 2> "$EXP/export.log"
 fi
 if [ "$STAGE" -le 5 ]; then

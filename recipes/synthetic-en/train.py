@@ -1,6 +1,8 @@
 """Train the streaming LSTM transducer on the precomputed shards (CPU).
 
-Loss = RNN-T (``--loss-type``: modified = one symbol per frame) + ctc_weight * char CTC (top layer) + phone_weight * phoneme CTC
+Loss = RNN-T (``--loss-type``: modified = one symbol per frame; mixed = the mean of the
+standard and the modified loss, so the model fits one-symbol greedy search and also the
+searches that emit several symbols per frame) + ctc_weight * char CTC (top layer) + phone_weight * phoneme CTC
 (layer ``phone_layer``), all per target token. Adam, linear warm-up then a cosine
 decay over the wall-clock budget (``--budget-min``). Epoch 0 starts with the
 shortest batches, short-to-long (curriculum). New shards that appear while training (data prep still
@@ -10,7 +12,10 @@ Every ``--ckpt-min`` minutes: exp/last.pt (resume point). Every ``--eval-min``
 minutes: greedy CER/WER on the dev sets -> exp/curves.tsv, best by espeak CER ->
 exp/best.pt. Log: exp/train.log (stdout).
 
-Usage: python train.py --data data/train --dev data/dev --exp exp [--budget-min 100] [--smoke]
+``--init``: start from the weights of a training checkpoint or an exported model.pt
+(fine-tuning; the training-only heads start fresh where the file has none).
+
+Usage: python train.py --data data/train --dev data/dev --exp exp [--budget-min 100] [--init model.pt]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from data import collate, load_dev_set, load_shards, make_batches
+from export import weights_from_scripted
 from greedy import greedy_search
 from model import ModelConfig, Transducer
 from rnnt_loss import modified_rnnt_loss, rnnt_loss
@@ -53,6 +59,28 @@ def evaluate(model: Transducer, dev: dict[str, list], batch: int = 50) -> dict[s
     return out
 
 
+def read_init(path: Path) -> tuple[dict, dict, list | None]:
+    """(weights, architecture, phone symbols or None) of a training checkpoint or an
+    exported model.pt (which has no training-only heads and no phone set)."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)  # TorchScript: a ScriptModule
+    if isinstance(ckpt, dict):
+        return ckpt["model"], ckpt["config"], ckpt["phones"]
+    meta = ckpt.metadata()
+    arch = dict(d_model=int(meta["d_model"]), num_layers=int(meta["num_encoder_layers"]),
+                context_size=int(meta["context_size"]), joiner_dim=int(meta["joiner_dim"]))
+    return weights_from_scripted(path), arch, None
+
+
+def init_weights(model: Transducer, weights: dict, path: Path) -> None:
+    """Load fine-tuning start weights; heads the file lacks (or sized for another phone set) start fresh."""
+    own = model.state_dict()
+    kept = {k: v for k, v in weights.items() if k in own and own[k].shape == v.shape}
+    missing = model.load_state_dict(kept, strict=False).missing_keys
+    if any("head" not in k for k in missing):
+        raise ValueError(f"{path}: no weights for {[k for k in missing if 'head' not in k]}")
+    print(f"init from {path}; fresh: {missing}", flush=True)
+
+
 def save(path: Path, **state) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
@@ -64,8 +92,12 @@ def losses(model: Transducer, b, phone_weight: float, ctc_weight: float,
     enc, mid, enc_lens = model.encode(b.feats, b.feat_lens)
     logits = model.lattice_logits(enc, b.tokens)
     ntok = b.token_lens.sum().clamp(min=1)
-    transducer_loss = modified_rnnt_loss if loss_type == "modified" else rnnt_loss
-    l_rnnt = transducer_loss(logits, b.tokens, enc_lens, b.token_lens).sum() / ntok
+    if loss_type == "mixed":
+        l_rnnt = 0.5 * (rnnt_loss(logits, b.tokens, enc_lens, b.token_lens).sum()
+                        + modified_rnnt_loss(logits, b.tokens, enc_lens, b.token_lens).sum()) / ntok
+    else:
+        transducer_loss = modified_rnnt_loss if loss_type == "modified" else rnnt_loss
+        l_rnnt = transducer_loss(logits, b.tokens, enc_lens, b.token_lens).sum() / ntok
     total, parts = l_rnnt, {"rnnt": l_rnnt.item()}
     if ctc_weight > 0:
         lp = F.log_softmax(model.ctc_head(enc), -1).transpose(0, 1)
@@ -95,8 +127,10 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--curriculum", type=float, default=0.3,
                     help="epoch 0 starts with this fraction of the batches, shortest first")
-    ap.add_argument("--loss-type", choices=["standard", "modified"], default="modified",
-                    help="modified: at most one symbol per frame (matches 1-symbol greedy search)")
+    ap.add_argument("--loss-type", choices=["standard", "modified", "mixed"], default="modified",
+                    help="modified: at most one symbol per frame (matches 1-symbol greedy search); "
+                         "mixed: mean of standard and modified")
+    ap.add_argument("--init", type=Path, help="initial weights: a training checkpoint or an exported model.pt")
     ap.add_argument("--standard-steps", type=int, default=0,
                     help="use the standard transducer loss for the first N steps (the shipped run: 1460)")
     ap.add_argument("--vtlp", type=float, default=0.6, help="probability of VTLP per utterance")
@@ -113,11 +147,15 @@ def main() -> None:
     last = args.exp / "last.pt"
 
     resume = torch.load(last, weights_only=False) if last.exists() else None
-    phone_set = PhoneSet(resume["phones"][1:]) if resume else None
+    init = read_init(args.init) if args.init and not resume else None
+    phones = resume["phones"] if resume else init[2] if init else None
+    phone_set = PhoneSet(phones[1:]) if phones else None
     shards = sorted(args.data.glob("shard-*.npz"))
     utts, phone_set = load_shards(shards, phone_set)
-    cfg = ModelConfig(vocab_size=len(TOKENS), num_phones=len(phone_set) if args.phone_weight > 0 else 0,
-                      d_model=args.d_model, num_layers=args.layers)
+    arch = dict(d_model=args.d_model, num_layers=args.layers)
+    if init:
+        arch = {k: v for k, v in init[1].items() if k not in ("vocab_size", "num_phones")}
+    cfg = ModelConfig(vocab_size=len(TOKENS), num_phones=len(phone_set) if args.phone_weight > 0 else 0, **arch)
     if resume:
         cfg = ModelConfig(**resume["config"])
     model = Transducer(cfg)
@@ -126,6 +164,9 @@ def main() -> None:
         model.load_state_dict(resume["model"])
         opt.load_state_dict(resume["opt"])
         step, epoch, elapsed, best = resume["step"], resume["epoch"], resume["elapsed"], resume["best"]
+    elif init:
+        init_weights(model, init[0], args.init)
+        step, epoch, elapsed, best = 0, 0, 0.0, 1e9
     else:
         sample = np.concatenate([u.feats for u in utts[:3000]]).astype(np.float32)
         model.encoder.feat_mean.copy_(torch.from_numpy(sample.mean(0)))
