@@ -1,5 +1,6 @@
 """recipes/synthetic-en/run.sh --smoke: text, dev audio, features, a few training steps,
-export and evaluation, all in a temporary folder (never touching the shipped model)."""
+both fine-tuning phases, export and evaluation, all in a temporary folder (never touching
+the shipped model)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ RUN = ROOT / "recipes" / "synthetic-en" / "run.sh"
 def test_smoke_run_exports_a_loadable_model(tmp_path):
     shipped = ROOT / "streamdec" / "assets" / "synthetic-en" / "encoder.onnx"
     before = shipped.stat().st_mtime_ns if shipped.exists() else None
-    proc = subprocess.run(["bash", str(RUN), "--smoke", "--workdir", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(["bash", str(RUN), "--smoke", "--finetune-min", "1", "--workdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     model = tmp_path / "exp" / "model"
     for name in ("encoder.onnx", "decoder.onnx", "joiner.onnx", "encoder.int8.onnx", "tokens.txt", "model.pt"):
@@ -30,5 +31,8 @@ def test_smoke_run_exports_a_loadable_model(tmp_path):
                          "state1": np.zeros((layers, 3, d), np.float32)})
     assert out[0].shape[:2] == (3, int(meta["decode_chunk_len"]) // 4)
     assert "CER" in proc.stdout and (tmp_path / "exp" / "curves.tsv").is_file()
+    for phase in ("finetune", "finetune2"):  # fine-tuning ran from the previous checkpoint
+        assert "init from" in (tmp_path / "exp" / phase / "train.log").read_text(), phase
+    assert f"exported {tmp_path / 'exp' / 'finetune2' / 'best.pt'}" in proc.stdout
     if before is not None:
         assert shipped.stat().st_mtime_ns == before

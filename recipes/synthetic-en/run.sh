@@ -9,9 +9,12 @@
 #            --out DIR (export target; default WORKDIR/exp/model)
 #
 # Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate.
-# 3b (only with --finetune-min): new audio for the same sentences (seed 2, 40% flite) and
-# fine-tuning from exp/best.pt with the mean of the standard and the one-symbol loss, so
-# that the searches emitting several symbols per frame (ALSD, TSD) fit the model too.
+# 3b (only with --finetune-min M; the shipped model had it, M = 45): two fine-tuning phases
+# with the mean of the standard and the one-symbol loss, so that the searches emitting
+# several symbols per frame (ALSD, TSD) fit the model too.
+#   phase 1: new audio for the same sentences (seed 2, 40% flite), M minutes from exp/best.pt;
+#   phase 2: + 12,000 flite-only utterances (seed 3), 20 minutes at a lower peak lr from the
+#            average of phase 1's best and last checkpoints. Export takes phase 2's best.
 # Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check).
 set -euo pipefail
 
@@ -49,6 +52,7 @@ if [ "$SMOKE" = 1 ]; then
   DEV_ARGS="--limit 2"
   TRAIN_ARGS="--max-steps 2 --max-frames 3000 --d-model 32 --layers 2 --eval-min 1000 --budget-min 5"
   FT_ARGS="--max-steps 2 --max-frames 3000 --eval-min 1000 --budget-min 5"
+  FT2_ARGS="$FT_ARGS"
   EVAL_SETS="espeak8k"
 else
   TEXT_ARGS=""
@@ -56,6 +60,7 @@ else
   DEV_ARGS=""
   TRAIN_ARGS="--budget-min $BUDGET --standard-steps 1460 --vtlp-from-step 980"  # the shipped schedule
   FT_ARGS="--budget-min $FINETUNE --lr 6e-4 --warmup 100 --curriculum 0"
+  FT2_ARGS="--budget-min 20 --lr 3e-4 --warmup 50 --curriculum 0 --eval-min 5"
   EVAL_SETS="espeak flite espeak8k"
 fi
 
@@ -82,15 +87,27 @@ if [ "$STAGE" -le 3 ]; then
 fi
 FINAL="$EXP"
 if [ "$FINETUNE" != 0 ]; then
-  FINAL="$EXP/finetune"
+  FT1="$EXP/finetune"; FINAL="$EXP/finetune2"
   if [ "$STAGE" -le 3 ]; then
-    echo "== stage 3b: fine-tuning audio (seed 2, 40% flite), fine-tune (log: $FINAL/train.log)"
+    echo "== stage 3b: fine-tuning phase 1: audio (seed 2, 40% flite), train (log: $FT1/train.log)"
     $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-ft" $PREP_ARGS --seed 2 --flite-share 0.4
     BASE="$EXP/best.pt"; [ -f "$BASE" ] || BASE="$EXP/last.pt"
-    mkdir -p "$FINAL"
-    $PY "$HERE/train.py" --data "$DATA/train-ft" --dev "$DATA/dev" --exp "$FINAL" --init "$BASE" \
-      --loss-type mixed $FT_ARGS > "$FINAL/train.log" 2>&1
-    tail -n 3 "$FINAL/train.log"
+    mkdir -p "$FT1"
+    $PY "$HERE/train.py" --data "$DATA/train-ft" --dev "$DATA/dev" --exp "$FT1" --init "$BASE" \
+      --loss-type mixed $FT_ARGS > "$FT1/train.log" 2>&1
+    tail -n 2 "$FT1/train.log"
+    echo "== stage 3b: fine-tuning phase 2: flite-only audio (seed 3), train (log: $FINAL/train.log)"
+    $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-flite" --limit 12000 $PREP_ARGS \
+      --seed 3 --flite-share 1.0
+    mkdir -p "$DATA/train-ft2" "$FINAL"
+    for f in "$DATA"/train-ft/shard-*.npz; do ln -sf "../train-ft/$(basename "$f")" "$DATA/train-ft2/"; done
+    for f in "$DATA"/train-flite/shard-*.npz; do
+      b="$(basename "$f" .npz)"; ln -sf "../train-flite/$b.npz" "$DATA/train-ft2/shard-1${b#shard-}.npz"
+    done
+    $PY "$HERE/average.py" "$FT1/avg.pt" "$FT1/best.pt" "$FT1/last.pt"
+    $PY "$HERE/train.py" --data "$DATA/train-ft2" --dev "$DATA/dev" --exp "$FINAL" --init "$FT1/avg.pt" \
+      --loss-type mixed $FT2_ARGS > "$FINAL/train.log" 2>&1
+    tail -n 2 "$FINAL/train.log"
   fi
 fi
 if [ "$STAGE" -le 4 ]; then
