@@ -2,6 +2,8 @@
 score files that ``run.sh`` stage 5 writes, training curves from exp/curves.tsv.
 
 Usage: python model_card.py EXP_DIR   (prints markdown tables to paste / check)
+EXP_DIR: exp/ or a fine-tuning phase in it (exp/finetune2); the dev data is the
+data/dev beside the nearest exp/.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from score import error_rates, read_jsonl_hyps, read_refs
 
 
 def main() -> None:
-    exp = Path(sys.argv[1])
-    data = exp.parent / "data" / "dev"
+    exp = Path(sys.argv[1]).resolve()
+    work = next(p for p in exp.parents if (p / "data" / "dev").is_dir())
+    data = work / "data" / "dev"
     print("| dev set | utts | CER fp32 | WER fp32 | CER int8 | WER int8 |\n|---|---|---|---|---|---|")
     for name in ("espeak", "flite", "espeak8k"):
         refs = read_refs(data / name / "refs.tsv")

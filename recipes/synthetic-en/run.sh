@@ -122,13 +122,13 @@ if [ "$STAGE" -le 5 ]; then
     for prec in fp32 int8; do
       flag=""; [ "$prec" = int8 ] && flag="--int8"
       (cd "$REPO" && $PY -m streamdec transcribe --format jsonl --model "$OUT" $flag $files) \
-        > "$EXP/hyp-$set-$prec.jsonl"
-      echo -n "$set $prec: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$EXP/hyp-$set-$prec.jsonl"
+        > "$FINAL/hyp-$set-$prec.jsonl"
+      echo -n "$set $prec: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$FINAL/hyp-$set-$prec.jsonl"
     done
   done
   echo "== stage 5b: cross-check: the recipe's own streaming ONNX greedy decoder"
   for set in $EVAL_SETS; do
-    $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$EXP/hyp-$set-recipe.jsonl"
-    echo -n "$set recipe-decoder fp32: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$EXP/hyp-$set-recipe.jsonl"
+    $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$FINAL/hyp-$set-recipe.jsonl"
+    echo -n "$set recipe-decoder fp32: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$FINAL/hyp-$set-recipe.jsonl"
   done
 fi
