@@ -7,7 +7,11 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 libportaudio2 pulseaudio pulseaudio-utils"
+# espeak-ng, flite, sox: test audio and the recipe smoke test; fortunes, fortunes-min,
+# wamerican: the recipe's training text (recipes/synthetic-en/make_text.py reads them);
+# libportaudio2, pulseaudio*: the microphone tests.
+PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
+      libportaudio2 pulseaudio pulseaudio-utils"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -8,7 +8,7 @@ out keeps its default. Unknown keys are errors (a typo must not be silently igno
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,11 @@ from .features import FeatureConfig
 from .models.config import ModelConfig
 from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, packaged (a declared dependency there)
+    import tomli as tomllib
 
 __all__ = ["AudioConfig", "AppConfig", "load_config", "CONFIG_DIR"]
 
