@@ -1,17 +1,32 @@
 """Recognition results: frozen values made once from a hypothesis.
 
 Inside, times are integer encoder frames; this is the one place they become seconds.
+Words are grouped from the units (a unit that starts with a word boundary opens a word):
+a word starts at its first unit's frame and ends one encoder frame after its last unit's
+frame; its confidence is the geometric mean of its units' probabilities,
+``exp(mean(log_probs))``, in (0, 1].
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .models.base import ModelMeta
 from .search.base import Hypothesis
 from .tokens import SymbolTable
 
-__all__ = ["Result", "make_result"]
+__all__ = ["Result", "Word", "make_result"]
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a result, times in seconds from the stream start."""
+
+    text: str
+    start: float  # the first unit's time
+    end: float  # one encoder frame after the last unit's time
+    conf: float  # exp(mean per-unit log-prob): geometric mean of the unit probabilities
 
 
 @dataclass(frozen=True)
@@ -29,6 +44,7 @@ class Result:
     is_final: bool  # an endpoint (or the end of the stream) closed this segment
     is_eof: bool = False  # the stream has ended: no more results follow
     score: float = 0.0  # total log-prob of the hypothesis
+    words: tuple[Word, ...] = ()  # the text's words with times and confidences
 
     @property
     def absolute_timestamps(self) -> tuple[float, ...]:
@@ -48,10 +64,14 @@ def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segme
     """Result of ``hyp`` for a segment that began at encoder frame ``segment_start`` and has
     been decoded up to ``frame_offset``."""
     sec = meta.encoder_frame_seconds
+    words = tuple(
+        Word(text, start=round(hyp.frames[a] * sec, 6), end=round((hyp.frames[b] + 1) * sec, 6),
+             conf=round(math.exp(sum(hyp.log_probs[a:b + 1]) / (b + 1 - a)), 6))
+        for text, a, b in symbols.word_spans(hyp.tokens))
     return Result(
         text=symbols.text(hyp.tokens), tokens=tuple(symbols.symbols(hyp.tokens)),
         token_ids=hyp.tokens,
         timestamps=tuple(round((f - segment_start) * sec, 6) for f in hyp.frames),
         log_probs=tuple(hyp.log_probs), segment=segment,
         start_time=round(segment_start * sec, 6), end_time=round(frame_offset * sec, 6),
-        is_final=is_final, is_eof=is_eof, score=hyp.score)
+        is_final=is_final, is_eof=is_eof, score=hyp.score, words=words)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .errors import ModelLoadError, TokenizeError
 
@@ -79,6 +79,31 @@ class SymbolTable:
         decoded, special symbols (``<blk>``, ``<unk>``...) are dropped."""
         out = b"".join([self._bytes.get(i, b"") for i in ids])
         return " ".join(out.decode("utf-8", errors="replace").split())
+
+    def word_spans(self, ids: Sequence[int]) -> list[tuple[str, int, int]]:
+        """Words of a token sequence as (text, first token index, last token index), in
+        order. A word starts at a unit whose text begins with a space (``▁`` alone or as a
+        prefix, or a space symbol); units that are only a boundary or special (``<blk>``)
+        belong to no word."""
+        spans: list[tuple[str, int, int]] = []
+        current: list[int] = []  # token indices of the open word
+
+        def close() -> None:
+            if current:
+                text = b"".join(self._bytes[ids[i]] for i in current)
+                word = text.decode("utf-8", errors="replace").strip()
+                if word:
+                    spans.append((word, current[0], current[-1]))
+                current.clear()
+
+        for n, i in enumerate(ids):
+            piece = self._bytes.get(i, b"")
+            if piece[:1].isspace():
+                close()
+            if piece.strip():
+                current.append(n)
+        close()
+        return spans
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` in the model's units (hotword phrases).

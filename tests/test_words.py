@@ -1,0 +1,42 @@
+"""Words grouped from units: char models with a stand-alone boundary unit, BPE pieces with
+a leading boundary, a space symbol; times and confidences of ``make_result``."""
+
+import math
+
+import pytest
+
+from streamdec.models.base import ModelMeta
+from streamdec.results import make_result
+from streamdec.search.base import Hypothesis
+from streamdec.tokens import SymbolTable
+
+CHARS = SymbolTable({0: "<blk>", 1: "\u2581", 2: "A", 3: "B", 4: "C"})
+BPE = SymbolTable({0: "<blk>", 1: "\u2581AB", 2: "C", 3: "\u2581D", 4: "<unk>"})
+SPACE = SymbolTable({0: "<blk>", 1: " ", 2: "a", 3: "b"})
+
+
+@pytest.mark.parametrize("table, ids, want", [
+    (CHARS, [1, 2, 3, 1, 4], [("AB", 1, 2), ("C", 4, 4)]),
+    (CHARS, [2, 1, 1, 3, 0], [("A", 0, 0), ("B", 3, 3)]),  # no leading boundary; blank dropped
+    (CHARS, [1, 1], []),
+    (BPE, [1, 2, 3, 4], [("ABC", 0, 1), ("D", 2, 2)]),
+    (SPACE, [2, 1, 3, 3], [("a", 0, 0), ("bb", 2, 3)]),
+])
+def test_word_spans(table, ids, want):
+    assert table.word_spans(ids) == want
+
+
+def test_result_words_have_frame_times_and_geometric_mean_confidence():
+    meta = ModelMeta(model_type="t", chunk_frames=35, chunk_shift=32, encoder_frames_per_chunk=8,
+                     feature_dim=80, joiner_dim=4, context_size=2, vocab_size=5)
+    hyp = Hypothesis(context=(1, 4), tokens=(1, 2, 3, 1, 4), frames=(10, 11, 13, 20, 21),
+                     log_probs=(-0.1, -0.2, -0.4, -0.05, -1.0), score=-2.0)
+    r = make_result(hyp, CHARS, meta, segment=0, segment_start=10, frame_offset=30,
+                    is_final=True)
+    assert [w.text for w in r.words] == ["AB", "C"]
+    ab, c = r.words
+    assert (ab.start, ab.end) == pytest.approx((0.44, 0.56), abs=1e-9)  # frames 11..13+1, 40 ms
+    assert (c.start, c.end) == pytest.approx((0.84, 0.88), abs=1e-9)
+    assert ab.conf == pytest.approx(math.exp(-0.3), abs=1e-6)
+    assert c.conf == pytest.approx(math.exp(-1.0), abs=1e-6)
+    assert r.text == "AB C"
