@@ -12,8 +12,8 @@
 """
 
 from .endpoint import EndpointConfig, EndpointRule
-from .errors import (AudioInputError, ConfigError, ModelLoadError, StreamdecError,
-                     StreamStateError, TokenizeError)
+from .errors import (AudioInputError, ConfigError, DecodeError, ModelLoadError,
+                     StreamdecError, StreamStateError, TokenizeError)
 from .features import FeatureConfig
 from .models import ModelConfig, load_model
 from .recognizer import Recognizer, RecognizerConfig
@@ -25,4 +25,4 @@ __version__ = "0.1.0"
 __all__ = ["Recognizer", "RecognizerConfig", "Stream", "Result", "ModelConfig", "FeatureConfig",
            "SearchConfig", "EndpointConfig", "EndpointRule", "load_model", "StreamdecError",
            "ConfigError", "ModelLoadError", "AudioInputError", "StreamStateError",
-           "TokenizeError"]
+           "TokenizeError", "DecodeError"]

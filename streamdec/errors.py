@@ -7,7 +7,8 @@
     ├── ModelLoadError         a model directory or file is missing, not ONNX, or lacks metadata
     ├── AudioInputError        samples of the wrong dtype/shape, NaN/inf, rate changes mid-stream
     ├── StreamStateError       a call that the stream's state does not allow (audio after end)
-    └── TokenizeError          a phrase cannot be written with the model's units
+    ├── TokenizeError          a phrase cannot be written with the model's units
+    └── DecodeError            decoding a stream failed (the model raised): that stream ends
 
 Library code raises these; it never calls ``exit()`` and never returns an exception.
 """
@@ -35,3 +36,7 @@ class StreamStateError(StreamdecError):
 
 class TokenizeError(StreamdecError, ValueError):
     """Text cannot be expressed with the model's units."""
+
+
+class DecodeError(StreamdecError):
+    """Decoding one stream failed; the stream has ended (``Stream.error``), others go on."""

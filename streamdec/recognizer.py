@@ -10,30 +10,42 @@
         rec.decode([s])
     for result in s.pop_events(): ...
 
-``decode`` runs six plain steps: gather ready streams, stack their encoder states, encode
-once, search (one batched step per search method), unstack, scatter events.
+``decode`` is three steps, which a threaded caller (the engine) runs on different threads:
+
+- ``gather`` (the thread that feeds the streams): take each ready stream's next chunk of
+  feature frames and its decoding state, mark it in flight;
+- ``compute`` (any thread; pure, touches no stream): stack the encoder states, encode once,
+  search (one batched step per search method), unstack, then the segment/endpoint function
+  gives each stream its events and next state; a batch that fails is retried stream by
+  stream, so only a stream that fails on its own ends (``Stream.error``);
+- ``commit`` (the feeding thread): one state assignment per stream, its events queued.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from .endpoint import EndpointConfig, is_endpoint
-from .errors import ModelLoadError
+from .endpoint import EndpointConfig
+from .errors import DecodeError, ModelLoadError
 from .features import FeatureConfig
 from .models import ModelConfig, TransducerModel, load_model
-from .results import Result, make_result
+from .results import Result
 from .search import DecoderCache, Search, SearchConfig, make_search
-from .search.base import Hypothesis, SearchState
+from .search.base import SearchState
 from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
                                    read_hotwords_file)
-from .stream import Stream
+from .segments import SegmentState, Segmenter
+from .stream import DecodeState, Stream
 from .tokens import SymbolTable
 
-__all__ = ["Recognizer", "RecognizerConfig"]
+__all__ = ["Recognizer", "RecognizerConfig", "DecodeBatch", "StreamUpdate"]
+
+log = logging.getLogger("streamdec")
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,7 @@ class Recognizer:
         if self.config.features.num_bins != self.meta.feature_dim:
             raise ModelLoadError(f"features.num_bins {self.config.features.num_bins} != the "
                                  f"encoder's input dim {self.meta.feature_dim}")
+        self.segmenter = Segmenter(self.config.endpoint, self.symbols, self.meta)
         self._decoder_cache = DecoderCache(self.model, self.config.search.decoder_cache_size)
         self._searches: dict[SearchConfig, Search] = {}
         self._file_hotwords: dict[tuple, list[tuple[str, float]]] = {}
@@ -79,9 +92,12 @@ class Recognizer:
         greedy) and units of the model (TokenizeError)."""
         config = search or self.config.search
         s = self.search_for(config)
+        state = DecodeState(
+            encoder_states=tuple(self.model.state_layout.initial()),
+            search_state=s.init_state(graph=self._hotwords(config, hotwords)),
+            segment=SegmentState())
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                      encoder_states=self.model.state_layout.initial(), search=s,
-                      search_state=s.init_state(graph=self._hotwords(config, hotwords)))
+                      search=s, state=state)
 
     def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:
         """The hotwords graph of a stream: the config's file plus ``extra`` phrases."""
@@ -98,60 +114,119 @@ class Recognizer:
         return hotwords_graph(phrases, self.symbols)
 
     def is_ready(self, stream: Stream) -> bool:
-        """True when the stream holds a whole encoder chunk not yet decoded."""
-        return (not stream.done and stream.features.num_frames_ready
-                >= stream.num_processed_frames + self.meta.chunk_frames)
+        """True when the stream holds a whole encoder chunk not yet decoded (and is neither
+        in a batch being decoded nor ended)."""
+        return (not stream.done and not stream.in_flight and stream.features.num_frames_ready
+                >= stream.state.processed_frames + self.meta.chunk_frames)
 
+    # -- decoding: gather (caller's thread) -> compute (any thread, pure) -> commit ---------
     def decode(self, streams: Sequence[Stream]) -> None:
-        """Decode one chunk of every ready stream in one batch; queue their events."""
-        ready = [s for s in dict.fromkeys(streams) if self.is_ready(s)]  # each stream once
+        """Decode one chunk of every ready stream in one batch; queue their events.
+        A stream whose decode fails ends with ``stream.error`` set; the others go on."""
+        batch = self.gather(streams)
+        if batch is not None:
+            self.commit(batch, self.compute(batch))
+
+    def gather(self, streams: Sequence[Stream], limit: int | None = None
+               ) -> DecodeBatch | None:
+        """Take the next chunk of up to ``limit`` ready streams (each once) into a batch and
+        mark them in flight; None when none is ready. Reads the streams, changes nothing
+        else: call it on the thread that feeds them."""
+        ready = [s for s in dict.fromkeys(streams) if self.is_ready(s)][:limit]
         if not ready:
-            return
+            return None
+        n, T = self.meta.chunk_frames, self.meta.chunk_shift
+        items = []
+        for s in ready:
+            start = s.state.processed_frames
+            # no more audio can come, and after this chunk no whole chunk is left
+            is_last = s.input_done and s.features.num_frames_ready < start + T + n
+            items.append(_Item(s.features.frames(start, n), s.search, s.state, is_last))
+            s.in_flight = True
+        return DecodeBatch(tuple(ready), tuple(items))
+
+    def compute(self, batch: DecodeBatch) -> list[StreamUpdate]:
+        """Decode a gathered batch: pure (touches no stream), safe in a worker thread.
+        When the batch fails, each stream is retried alone so only a failing stream fails."""
+        try:
+            return self._compute(batch.items)
+        except Exception:
+            if len(batch.items) == 1:
+                return [self._failed(batch.items[0])]
+        updates = []
+        for item in batch.items:
+            try:
+                updates += self._compute((item,))
+            except Exception:
+                updates.append(self._failed(item))
+        return updates
+
+    def commit(self, batch: DecodeBatch, updates: Sequence[StreamUpdate]) -> None:
+        """Hand each stream its decode's result: one state assignment and its events (or
+        its error). Call it on the thread that feeds the streams."""
+        for stream, update in zip(batch.streams, updates):
+            if update.error is not None:
+                stream.fail(update.error)
+            else:
+                stream.commit(update.state, update.events)
+
+    def _failed(self, item: "_Item") -> StreamUpdate:
+        import traceback
+
+        exc = sys.exc_info()[1]
+        log.error("decoding a stream failed:\n%s", traceback.format_exc())
+        return StreamUpdate(None, [], DecodeError(f"decoding failed: {type(exc).__name__}: "
+                                                  f"{exc}"))
+
+    def _compute(self, items: Sequence["_Item"]) -> list[StreamUpdate]:
         meta, layout = self.meta, self.model.state_layout
-        x = np.stack([s.features.frames(s.num_processed_frames, meta.chunk_frames) for s in ready])
-        encoder_out, states = self.model.encode(x, layout.stack([s.encoder_states for s in ready]))
-        search_states: list[SearchState | None] = [None] * len(ready)
+        x = np.stack([it.features for it in items])
+        encoder_out, states = self.model.encode(
+            x, layout.stack([it.state.encoder_states for it in items]))
+        search_states: list[SearchState | None] = [None] * len(items)
         groups: dict[int, list[int]] = {}
-        for i, s in enumerate(ready):
-            groups.setdefault(id(s.search), []).append(i)
+        for i, it in enumerate(items):
+            groups.setdefault(id(it.search), []).append(i)
         for idx in groups.values():
-            search = ready[idx[0]].search
-            new = search.step([ready[i].search_state for i in idx], encoder_out[idx])
+            search = items[idx[0]].search
+            new = search.step([items[i].state.search_state for i in idx], encoder_out[idx])
             for i, st in zip(idx, new):
                 search_states[i] = st
-        # Nothing above touched a stream: a failure leaves every stream as it was.
-        for s, enc_states, st in zip(ready, layout.unstack(states, len(ready)), search_states):
-            s.encoder_states = enc_states
-            s.search_state = st
-            s.num_processed_frames += meta.chunk_shift
-            s.features.drop_before(s.num_processed_frames)
-            self._update_segment(s)
+        updates = []
+        for it, enc_states, st in zip(items, layout.unstack(states, len(items)), search_states):
+            events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
+                                                         it.is_last)
+            state = DecodeState(tuple(enc_states), st, segment,
+                                it.state.processed_frames + meta.chunk_shift)
+            updates.append(StreamUpdate(state, events))
+        return updates
 
-    def result(self, stream: Stream) -> Result:
-        """The current (partial) result of the stream's open segment."""
-        return self._result(stream, stream.search.partial(stream.search_state), is_final=False)
 
-    def _result(self, stream: Stream, hyp: Hypothesis, is_final: bool,
-                is_eof: bool = False) -> Result:
-        st = stream.search_state
-        return make_result(hyp, self.symbols, self.meta, segment=stream.segment,
-                           segment_start=st.segment_start, frame_offset=st.frame_offset,
-                           is_final=is_final, is_eof=is_eof)
+@dataclass(frozen=True)
+class _Item:
+    """One stream's part of a batch: its chunk of feature frames and its decoding state."""
 
-    def _update_segment(self, stream: Stream) -> None:
-        search, st = stream.search, stream.search_state
-        if stream.input_done and not self.is_ready(stream):
-            best = search.finalize(st)[0]
-            stream.push_event(self._result(stream, best, is_final=True, is_eof=True))
-            stream.done = True
-            return
-        best = search.partial(st)
-        last = best.frames[-1] + 1 if best.frames else st.segment_start
-        if is_endpoint(self.config.endpoint, st.frame_offset - st.segment_start,
-                       st.frame_offset - last, self.meta.encoder_frame_seconds):
-            if best.tokens:
-                stream.push_event(self._result(stream, search.finalize(st)[0], is_final=True))
-                stream.segment += 1
-            stream.search_state = search.reset(st)
-        elif best.tokens != stream.last_partial_tokens:
-            stream.push_event(self._result(stream, best, is_final=False))
+    features: np.ndarray  # (chunk_frames, F)
+    search: Search
+    state: DecodeState
+    is_last: bool
+
+
+@dataclass(frozen=True)
+class DecodeBatch:
+    """Streams gathered for one decode, with what the decode reads of each."""
+
+    streams: tuple[Stream, ...]
+    items: tuple[_Item, ...]
+
+    def __len__(self) -> int:
+        return len(self.streams)
+
+
+@dataclass(frozen=True)
+class StreamUpdate:
+    """What a decode gives one stream: its next decoding state and events, or an error."""
+
+    state: DecodeState | None
+    events: list[Result]
+    error: DecodeError | None = None

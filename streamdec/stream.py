@@ -1,39 +1,55 @@
-"""Per-stream state: pending audio and features, encoder states, search state, segment
-bookkeeping and the events not yet handed out. Create streams with
-``Recognizer.create_stream()``; the recognizer decodes them."""
+"""Per-stream state: pending audio and features, the decoding state (encoder states,
+search state, segment bookkeeping), the events not yet handed out and, when decoding it
+failed, its error. Create streams with ``Recognizer.create_stream()``; the recognizer
+decodes them.
+
+A stream is touched by one thread at a time. Its decoding state is one frozen value
+(``DecodeState``) that a decode replaces in a single assignment (``Recognizer.commit``),
+so a decode computed in a worker thread never writes into a stream.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .errors import StreamdecError
 from .features import FeatureConfig, StreamingFeatures
 from .results import Result
+from .segments import SegmentState
 
 if TYPE_CHECKING:
     from .search.base import Search, SearchState
 
-__all__ = ["Stream"]
+__all__ = ["Stream", "DecodeState"]
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class DecodeState:
+    """Everything a decode of one chunk reads and replaces."""
+
+    encoder_states: tuple[np.ndarray, ...]  # batch axis of size 1
+    search_state: "SearchState"
+    segment: SegmentState
+    processed_frames: int = 0  # feature frames the encoder has advanced past
 
 
 class Stream:
     """Audio in (``accept_waveform``, ``input_finished``), events out (``pop_events``)."""
 
     def __init__(self, feature_config: FeatureConfig, tail_padding_frames: int,
-                 encoder_states: list[np.ndarray], search: "Search",
-                 search_state: "SearchState") -> None:
+                 search: "Search", state: DecodeState) -> None:
         self.features = StreamingFeatures(feature_config)
-        self.encoder_states = encoder_states
-        self.search = search
-        self.search_state = search_state
-        self.num_processed_frames = 0  # feature frames the encoder has advanced past
-        self.segment = 0
-        self.done = False  # the end-of-stream final result has been made
+        self.search = search  # shared, stateless
+        self.state = state
+        self.error: StreamdecError | None = None  # set when decoding this stream failed
+        self.in_flight = False  # gathered into a batch whose results are not committed yet
         self._tail_padding_frames = tail_padding_frames
         self._events: list[Result] = []
-        self.last_partial_tokens: tuple[int, ...] = ()  # of the last partial event (dedup)
 
+    # -- audio in ------------------------------------------------------------------------
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
         """Add mono audio (float in [-1, 1] or int16) at ``sample_rate``; any chunk size.
         Raises AudioInputError for unusable audio (the stream is left unchanged) and
@@ -49,12 +65,36 @@ class Stream:
     def input_done(self) -> bool:
         return self.features.finished
 
+    # -- events out ----------------------------------------------------------------------
     def pop_events(self) -> list[Result]:
         """Partial and final results made since the last call, oldest first."""
         events, self._events = self._events, []
         return events
 
-    def push_event(self, result: Result) -> None:
-        """Queue a result for ``pop_events`` (the Recognizer calls this)."""
-        self._events.append(result)
-        self.last_partial_tokens = () if result.is_final else result.token_ids
+    # -- decoding state (read-only views) -------------------------------------------------
+    @property
+    def search_state(self) -> "SearchState":
+        return self.state.search_state
+
+    @property
+    def segment(self) -> int:
+        """Id of the open segment."""
+        return self.state.segment.segment
+
+    @property
+    def done(self) -> bool:
+        """The end-of-stream final has been made (or decoding failed): nothing more follows."""
+        return self.state.segment.done or self.error is not None
+
+    def commit(self, state: DecodeState, events: list[Result]) -> None:
+        """Take a decode's result (``Recognizer.commit`` calls this): the new state, its
+        events queued, feature frames the encoder no longer needs freed."""
+        self.state = state
+        self._events.extend(events)
+        self.features.drop_before(state.processed_frames)
+        self.in_flight = False
+
+    def fail(self, error: StreamdecError) -> None:
+        """Decoding this stream failed: it ends with ``error`` (nothing more is decoded)."""
+        self.error = error
+        self.in_flight = False
