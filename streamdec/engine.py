@@ -1,0 +1,332 @@
+"""The engine: many live streams decoded in batches by worker threads under asyncio.
+
+The only module that knows about threads. Adapters (the WebSocket server, the microphone,
+the Ray Serve replicas) open streams, feed audio and read results through it; they never
+call the Recognizer themselves:
+
+    async with Engine(recognizer, EngineConfig()) as engine:
+        live = engine.open()                       # or open(search=..., hotwords=[...])
+        await live.feed(16000, samples)            # waits while too much audio is undecoded
+        live.finish()                              # end of input
+        async for result in live.results():        # partials and finals, the last is_eof
+            ...
+        live.close()                               # always: frees the stream
+
+How a decode runs: on the event loop a scheduler waits (never polls) until streams hold a
+whole chunk, waits up to ``max_wait_ms`` for a batch of ``max_batch`` to fill, gathers
+it (``Recognizer.gather``, loop thread), computes it in a worker thread
+(``Recognizer.compute``: pure, touches no stream; ONNX Runtime releases the GIL, so the
+loop goes on computing features meanwhile) and commits it back on the loop thread
+(``Recognizer.commit``). So each stream is touched by one thread only: the loop's.
+A stream whose decode fails ends alone with its error; ``workers`` batches may be in
+flight at once (each stream in at most one).
+
+Back-pressure: ``feed`` accepts the samples, then waits while the stream holds more than
+``max_pending_seconds`` of audio not yet decoded; an adapter that awaits it stops reading
+its socket, which slows the client down instead of buffering without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import AsyncIterator, Protocol, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, DecodeError, StreamdecError
+from .recognizer import DecodeBatch, Recognizer, StreamUpdate
+from .results import Result
+from .search import SearchConfig
+from .stream import Stream
+
+__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver"]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_batch: int = 32  # streams decoded together in one batch
+    max_wait_ms: float = 5.0  # how long a ready stream may wait for a batch to fill
+    workers: int = 1  # batches decoded at once, each in its own thread
+    max_pending_seconds: float = 2.0  # undecoded audio per stream before feed() waits
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1 or self.workers < 1:
+            raise ConfigError(f"engine: max_batch and workers must be >= 1: {self}")
+        if not (0 <= self.max_wait_ms < 10_000):
+            raise ConfigError(f"engine: max_wait_ms must be in [0, 10000): {self.max_wait_ms}")
+        if not (0 < self.max_pending_seconds < 3600):
+            raise ConfigError("engine: max_pending_seconds must be in (0, 3600): "
+                              f"{self.max_pending_seconds}")
+
+
+class EngineObserver(Protocol):
+    """Hooks for metrics (all called on the loop thread)."""
+
+    def on_batch(self, size: int, seconds: float) -> None:
+        """A batch of ``size`` streams took ``seconds`` to compute."""
+
+    def on_result_latency(self, seconds: float) -> None:
+        """From a chunk's last sample being accepted to its results being committed."""
+
+    def on_stream_error(self, error: StreamdecError) -> None:
+        """A stream's decode failed."""
+
+
+class LiveStream:
+    """One live stream of an engine: feed audio, read results. Use from the loop thread."""
+
+    def __init__(self, engine: "Engine", stream: Stream) -> None:
+        self._engine = engine
+        self.stream = stream
+        self.closed = False
+        self._results: collections.deque[Result] = collections.deque()
+        self._changed = asyncio.Event()  # results, an error or the end arrived
+        self._decoded = asyncio.Event()  # a decode of this stream was committed
+        # feature frame counts at which chunks became whole, with the time (latency)
+        self._chunk_marks: collections.deque[tuple[int, float]] = collections.deque()
+        self._next_chunk_end = engine.recognizer.meta.chunk_frames
+
+    # -- audio in --------------------------------------------------------------------------
+    async def feed(self, sample_rate: int, samples: np.ndarray) -> None:
+        """Accept audio (raises AudioInputError / StreamStateError like
+        ``Stream.accept_waveform``; the stream stays usable), then wait while more than the
+        engine's ``max_pending_seconds`` of it is undecoded."""
+        self.stream.accept_waveform(sample_rate, samples)
+        self._engine._arrived(self)
+        limit = self._engine.max_pending_frames
+        while (not self.stream.done and not self.closed
+               and self.pending_frames > limit):
+            self._decoded.clear()
+            await self._decoded.wait()
+
+    def finish(self) -> None:
+        """End of input: the tail is padded and decoded; the last result has ``is_eof``."""
+        if not self.stream.input_done:
+            self.stream.input_finished()
+            self._engine._arrived(self)
+
+    @property
+    def pending_frames(self) -> int:
+        """Feature frames accepted and not decoded yet."""
+        return self.stream.features.num_frames_ready - self.stream.state.processed_frames
+
+    # -- results out -----------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """The last result has been made (or the stream failed)."""
+        return self.stream.done
+
+    @property
+    def error(self) -> StreamdecError | None:
+        return self.stream.error
+
+    def pop_results(self) -> list[Result]:
+        """Results made since the last call (without waiting)."""
+        out = list(self._results)
+        self._results.clear()
+        return out
+
+    async def next_results(self) -> list[Result]:
+        """Wait for results; [] once the stream is done, failed or closed and nothing is left.
+        Raises the stream's DecodeError when its decode failed."""
+        while not self._results and not self.done and not self.closed:
+            self._changed.clear()
+            await self._changed.wait()
+        out = self.pop_results()
+        if not out and self.error is not None:
+            raise self.error
+        return out
+
+    async def results(self) -> AsyncIterator[Result]:
+        """Every result until the last one (``is_eof``); raises DecodeError on failure."""
+        while True:
+            batch = await self.next_results()
+            if not batch:
+                return
+            for r in batch:
+                yield r
+
+    def close(self) -> None:
+        """Forget the stream (a client left): it is never decoded again; a batch in flight
+        that holds it finishes and its results are dropped."""
+        if not self.closed:
+            self.closed = True
+            self._engine._forget(self)
+            self._changed.set()
+            self._decoded.set()
+
+    # -- engine side -------------------------------------------------------------------------
+    def _mark_chunks(self, now: float) -> None:
+        ready = self.stream.features.num_frames_ready
+        while ready >= self._next_chunk_end:
+            self._chunk_marks.append((self._next_chunk_end, now))
+            self._next_chunk_end += self._engine.recognizer.meta.chunk_shift
+
+    def _delivered(self, results: Sequence[Result], now: float) -> list[float]:
+        """Queue results after a commit; returns the latency of the chunk just decoded."""
+        latencies = []
+        need = self.stream.state.processed_frames - self._engine.recognizer.meta.chunk_shift \
+            + self._engine.recognizer.meta.chunk_frames
+        while self._chunk_marks and self._chunk_marks[0][0] <= need:
+            end, t = self._chunk_marks.popleft()
+            if end == need:
+                latencies.append(now - t)
+        self._results.extend(results)
+        self._changed.set()
+        self._decoded.set()
+        return latencies
+
+
+class Engine:
+    """Batches the decodes of many live streams (see the module notes)."""
+
+    def __init__(self, recognizer: Recognizer, config: EngineConfig | None = None,
+                 observer: EngineObserver | None = None) -> None:
+        self.recognizer = recognizer
+        self.config = config or EngineConfig()
+        self.observer = observer
+        frame_shift = recognizer.config.features.frame_shift_ms / 1000
+        self.max_pending_frames = max(int(self.config.max_pending_seconds / frame_shift),
+                                      2 * recognizer.meta.chunk_frames)
+        self._streams: dict[Stream, LiveStream] = {}
+        self._ready: dict[LiveStream, None] = {}  # ready to decode, oldest first
+        self._changed: asyncio.Event | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._scheduler: asyncio.Task | None = None
+        self._in_flight: set[asyncio.Future] = set()
+        self._progress: asyncio.Event | None = None  # set after every commit
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> "Engine":
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    def start(self) -> None:
+        """Start the scheduler on the running loop."""
+        self._changed = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.config.workers)
+        self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="streamdec-decode")
+        self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    async def stop(self) -> None:
+        """Stop scheduling; wait for the batches in flight; close every stream."""
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            try:
+                await self._scheduler
+            except asyncio.CancelledError:
+                pass
+            self._scheduler = None
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        for live in list(self._streams.values()):
+            live.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # -- streams ---------------------------------------------------------------------------
+    def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = ()
+             ) -> LiveStream:
+        """A new live stream (ConfigError / TokenizeError for unusable options)."""
+        live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords))
+        self._streams[live.stream] = live
+        return live
+
+    @property
+    def active_streams(self) -> int:
+        return len(self._streams)
+
+    async def drain(self) -> None:
+        """End the input of every stream and wait until each has its last result."""
+        for live in list(self._streams.values()):
+            live.finish()
+        while any(not live.done for live in self._streams.values()):
+            self._progress.clear()
+            await self._progress.wait()
+
+    def _arrived(self, live: LiveStream) -> None:
+        """Audio (or its end) arrived for ``live``."""
+        live._mark_chunks(time.monotonic())
+        if live not in self._ready and self.recognizer.is_ready(live.stream):
+            self._ready[live] = None
+            self._changed.set()
+
+    def _forget(self, live: LiveStream) -> None:
+        self._streams.pop(live.stream, None)
+        self._ready.pop(live, None)
+
+    # -- scheduling ------------------------------------------------------------------------
+    async def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._slots.acquire()
+            try:
+                batch = await self._next_batch()
+            except BaseException:
+                self._slots.release()
+                raise
+            started = time.perf_counter()
+            future = loop.run_in_executor(self._pool, self.recognizer.compute, batch)
+            self._in_flight.add(future)
+            future.add_done_callback(lambda f, b=batch, t=started: self._finished(b, f, t))
+
+    async def _next_batch(self) -> DecodeBatch:
+        """Wait for ready streams; give them up to max_wait_ms to fill a batch."""
+        deadline = None
+        while True:
+            ready = [live for live in self._ready if self.recognizer.is_ready(live.stream)]
+            now = time.monotonic()
+            if ready and (len(ready) >= self.config.max_batch
+                          or (deadline is not None and now >= deadline)
+                          or self.config.max_wait_ms == 0):
+                batch = self.recognizer.gather([live.stream for live in ready],
+                                               limit=self.config.max_batch)
+                for stream in batch.streams:
+                    self._ready.pop(self._streams[stream], None)
+                return batch
+            if ready and deadline is None:
+                deadline = now + self.config.max_wait_ms / 1000
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(),
+                                       None if deadline is None else max(0.0, deadline - now))
+            except asyncio.TimeoutError:
+                pass
+
+    def _finished(self, batch: DecodeBatch, future: asyncio.Future, started: float) -> None:
+        """A batch's compute ended (loop thread): commit it and hand out the results."""
+        self._in_flight.discard(future)
+        self._slots.release()
+        if future.cancelled() or future.exception() is not None:  # compute itself broke
+            error = DecodeError(f"decoding failed: {future.exception()!r}")
+            updates = [StreamUpdate(None, [], error) for _ in batch.streams]
+        else:
+            updates = future.result()
+        if self.observer:
+            self.observer.on_batch(len(batch), time.perf_counter() - started)
+        self.recognizer.commit(batch, updates)
+        now = time.monotonic()
+        for stream, update in zip(batch.streams, updates):
+            live = self._streams.get(stream)
+            if live is None:  # closed while in flight
+                continue
+            latencies = live._delivered(update.events, now)
+            if self.observer:
+                for seconds in latencies:
+                    self.observer.on_result_latency(seconds)
+                if update.error is not None:
+                    self.observer.on_stream_error(update.error)
+            if self.recognizer.is_ready(stream):
+                self._ready[live] = None
+        self._changed.set()
+        self._progress.set()

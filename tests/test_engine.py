@@ -1,0 +1,224 @@
+"""The asyncio engine: many live streams decoded in batches by a worker thread.
+
+- each stream gets exactly what it gets decoded alone, whatever the piece sizes and
+  however the streams interleave (chunking and batch invariance through the engine);
+- every stream and its features are touched only by the loop thread (the worker only
+  computes), while audio is fed and results are popped during decodes;
+- a stream whose decode fails ends alone; closing a stream mid-way frees it;
+- back-pressure: ``feed`` waits while too much audio is undecoded;
+- ``drain`` gives every open stream its last result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import make_recognizer
+from decode_utils import decode_in_pieces, finals, key
+from model_factory import test_audio
+from streamdec import DecodeError, Recognizer
+from streamdec.engine import Engine, EngineConfig
+from streamdec.features import StreamingFeatures
+from streamdec.stream import Stream
+from test_decode_steps import FailsOnLoudAudio, noise_after
+
+AUDIOS = [test_audio(1.5 + 0.4 * n, seed=300 + n) for n in range(12)]
+PIECES = [1, 160, 777, 1600, 4000, 16000, 100000, 333, 2000, 3200, 999, 5000]
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.latencies: list[float] = []
+        self.errors: list[Exception] = []
+
+    def on_batch(self, size, seconds):
+        self.batches.append(size)
+
+    def on_result_latency(self, seconds):
+        self.latencies.append(seconds)
+
+    def on_stream_error(self, error):
+        self.errors.append(error)
+
+
+@pytest.fixture(scope="module")
+def rec(model_dirs):
+    return make_recognizer(model_dirs["zipformer2"])
+
+
+async def stream_file(engine: Engine, audio: np.ndarray, piece: int, pause_every: int = 3):
+    """Feed ``audio`` in pieces (yielding to the loop now and then, as a socket would) and
+    collect results concurrently."""
+    live = engine.open()
+    results = []
+
+    async def read():
+        async for r in live.results():
+            results.append(r)
+
+    reader = asyncio.create_task(read())
+    for n, i in enumerate(range(0, len(audio), piece)):
+        await live.feed(16000, audio[i:i + piece])
+        if n % pause_every == 0:
+            await asyncio.sleep(0)
+    live.finish()
+    await reader
+    live.close()
+    return results
+
+
+def test_concurrent_streams_each_get_their_own_transcript(rec):
+    alone = [finals(decode_in_pieces(rec, a, len(a))) for a in AUDIOS]
+    observer = Observer()
+
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=8, max_wait_ms=2), observer) as engine:
+            out = await asyncio.gather(*[stream_file(engine, a, p)
+                                         for a, p in zip(AUDIOS, PIECES)])
+            assert engine.active_streams == 0
+            return out
+
+    got = asyncio.run(main())
+    for want, results in zip(alone, got):
+        assert key(finals(results)) == key(want)
+        assert [r.is_eof for r in results].count(True) == 1 and results[-1].is_eof
+    assert max(observer.batches) > 1, "streams were never batched"
+    assert max(observer.batches) <= 8
+    assert len(observer.latencies) == sum(observer.batches) - 0  # one per decoded chunk
+    assert all(0 <= t < 30 for t in observer.latencies)
+
+
+def test_streams_are_touched_by_the_loop_thread_only(rec, monkeypatch):
+    threads: set[str] = set()
+
+    def record(cls, name):
+        original = getattr(cls, name)
+
+        def wrapper(self, *a, **kw):
+            threads.add(threading.current_thread().name)
+            return original(self, *a, **kw)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    for name in ("accept_waveform", "input_finished", "pop_events", "commit", "fail"):
+        record(Stream, name)
+    for name in ("frames", "drop_before", "accept_waveform", "input_finished"):
+        record(StreamingFeatures, name)
+    computed_in: set[str] = set()
+    compute = rec.compute
+
+    def spy(batch):
+        computed_in.add(threading.current_thread().name)
+        return compute(batch)
+
+    monkeypatch.setattr(rec, "compute", spy)
+
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=4, max_wait_ms=1)) as engine:
+            return await asyncio.gather(*[stream_file(engine, a, 800, pause_every=1)
+                                          for a in AUDIOS[:6]])
+
+    got = asyncio.run(main())
+    monkeypatch.undo()
+    assert threads == {"MainThread"}
+    assert computed_in and all(t.startswith("streamdec-decode") for t in computed_in)
+    for audio, results in zip(AUDIOS[:6], got):
+        assert key(finals(results)) == key(finals(decode_in_pieces(rec, audio, len(audio))))
+
+
+def test_a_failing_stream_ends_alone(rec):
+    failing = Recognizer(rec.config, model=FailsOnLoudAudio(rec.model), symbols=rec.symbols)
+    audios = AUDIOS[:4] + [noise_after(0.8, 3.0)]
+    observer = Observer()
+
+    async def one(engine, audio):
+        try:
+            return await stream_file(engine, audio, 1600)
+        except DecodeError as e:
+            return e
+
+    async def main():
+        async with Engine(failing, EngineConfig(max_batch=5, max_wait_ms=20), observer) as e:
+            return await asyncio.gather(*[one(e, a) for a in audios])
+
+    got = asyncio.run(main())
+    assert isinstance(got[-1], DecodeError) and "simulated runtime failure" in str(got[-1])
+    assert len(observer.errors) == 1
+    for audio, results in zip(audios[:4], got[:4]):
+        assert key(finals(results)) == key(finals(decode_in_pieces(rec, audio, len(audio))))
+
+
+def test_closing_a_stream_mid_way_frees_it_and_disturbs_no_other(rec):
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=4, max_wait_ms=5)) as engine:
+            quitter = engine.open()
+            await quitter.feed(16000, AUDIOS[5][:12000])
+            other = asyncio.create_task(stream_file(engine, AUDIOS[6], 1600))
+            await asyncio.sleep(0)
+            quitter.close()  # possibly while in a batch being decoded
+            await asyncio.wait_for(quitter.next_results(), 5)  # returns at once, never hangs
+            assert quitter.closed and quitter.stream not in engine._streams
+            results = await other
+            return engine.active_streams, results
+
+    active, results = asyncio.run(main())
+    assert active == 0
+    assert key(finals(results)) == key(finals(decode_in_pieces(rec, AUDIOS[6], 16000)))
+
+
+def test_feed_waits_while_too_much_audio_is_undecoded(rec):
+    audio = np.concatenate(AUDIOS[:8])
+    waits, most = [], 0
+
+    async def main():
+        nonlocal most
+        async with Engine(rec, EngineConfig(max_pending_seconds=0.5)) as engine:
+            live = engine.open()
+            limit = engine.max_pending_frames
+            reader = asyncio.create_task(collect(live))
+            for i in range(0, len(audio), 8000):  # 0.5 s messages, as fast as possible
+                before = live.pending_frames
+                await live.feed(16000, audio[i:i + 8000])
+                most = max(most, live.pending_frames)
+                waits.append(live.pending_frames < before + 50)  # it had to wait
+            live.finish()
+            results = await reader
+            live.close()
+            return limit, results
+
+    async def collect(live):
+        return [r async for r in live.results()]
+
+    limit, results = asyncio.run(main())
+    assert most <= limit
+    assert sum(waits) > 5
+    assert key(finals(results)) == key(finals(decode_in_pieces(rec, audio, len(audio))))
+
+
+def test_drain_gives_every_open_stream_its_last_result(rec):
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=8)) as engine:
+            lives = [engine.open() for _ in range(5)]
+            for live, audio in zip(lives, AUDIOS):
+                await live.feed(16000, audio[:len(audio) // 2])  # mid-utterance
+            await engine.drain()
+            return [live.pop_results() for live in lives]
+
+    for audio, results in zip(AUDIOS, asyncio.run(main())):
+        half = audio[:len(audio) // 2]
+        assert results[-1].is_eof
+        assert key(finals(results)) == key(finals(decode_in_pieces(rec, half, len(half))))
+
+
+def test_engine_config_is_validated():
+    from streamdec import ConfigError
+
+    for bad in (dict(max_batch=0), dict(workers=0), dict(max_wait_ms=-1),
+                dict(max_pending_seconds=0)):
+        with pytest.raises(ConfigError):
+            EngineConfig(**bad)
