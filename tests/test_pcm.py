@@ -1,0 +1,54 @@
+"""Raw PCM decoding: each encoding against a reference, whole-sample checks."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from streamdec import AudioInputError
+from streamdec.pcm import MULAW_TABLE, decode_pcm, deinterleave, sample_size
+
+
+@pytest.mark.parametrize("encoding, data, want", [
+    ("s16le", np.array([0, 1, -1, 32767, -32768], "<i2").tobytes(),
+     [0, 1 / 32768, -1 / 32768, 32767 / 32768, -1.0]),
+    ("f32le", np.array([0.5, -0.25, 1.0], "<f4").tobytes(), [0.5, -0.25, 1.0]),
+    ("mulaw", bytes([0xFF, 0x7F, 0x80, 0x00]), [0, 0, 32124 / 32768, -32124 / 32768]),
+])
+def test_decode(encoding, data, want):
+    got = decode_pcm(data, encoding)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=1e-7)
+
+
+def test_mulaw_table_matches_sox(tmp_path):
+    """sox decodes every mu-law byte value the same way."""
+    raw = tmp_path / "all.ul"
+    raw.write_bytes(bytes(range(256)))
+    out = tmp_path / "all.s16"
+    subprocess.run(["sox", "-t", "ul", "-r", "8000", "-c", "1", str(raw), "-t", "s16",
+                    "-e", "signed-integer", str(out)], check=True)
+    sox = np.frombuffer(out.read_bytes(), "<i2").astype(np.int32)
+    assert (np.round(MULAW_TABLE * 32768).astype(np.int32) == sox).all()
+
+
+@pytest.mark.parametrize("encoding, nbytes, channels, message", [
+    ("s16le", 3, 1, "3 bytes is not a whole number of s16le samples (2 bytes each)"),
+    ("f32le", 6, 1, "6 bytes is not a whole number of f32le samples (4 bytes each)"),
+    ("s16le", 6, 2, "6 bytes is not a whole number of s16le samples x 2 channels (4 bytes"),
+    ("alaw", 2, 1, "unknown encoding 'alaw'"),
+])
+def test_bad_sizes_and_encodings(encoding, nbytes, channels, message):
+    with pytest.raises(AudioInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        decode_pcm(b"\0" * nbytes, encoding, channels)
+
+
+def test_nan_is_refused():
+    with pytest.raises(AudioInputError, match="NaN or infinity"):
+        decode_pcm(np.array([0.1, np.nan], "<f4").tobytes(), "f32le")
+
+
+def test_deinterleave():
+    left, right = deinterleave(np.arange(6, dtype=np.float32), 2)
+    assert left.tolist() == [0, 2, 4] and right.tolist() == [1, 3, 5]
+    assert sample_size("mulaw") == 1
