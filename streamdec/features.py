@@ -29,7 +29,8 @@ __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank
 @dataclass(frozen=True)
 class FeatureConfig:
     """Fbank options. The defaults are the published models' training options: change
-    them only for a model trained otherwise (see reference/model-format.md)."""
+    them only for a model trained otherwise (kaldi-compatible fbank: 25 ms povey window,
+    10 ms shift, no dither, snip_edges false, preemphasis 0.97, DC offset removed)."""
 
     sample_rate: int = 16000  # the model's rate; input at other rates is resampled to it
     num_bins: int = 80  # mel bins = encoder input dim

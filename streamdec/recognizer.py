@@ -34,6 +34,7 @@ from .endpoint import EndpointConfig
 from .errors import DecodeError, ModelLoadError
 from .features import FeatureConfig
 from .models import ModelConfig, TransducerModel, load_model
+from .models.base import complete_meta
 from .results import Result
 from .search import DecoderCache, Search, SearchConfig, make_search
 from .search.base import SearchState
@@ -42,10 +43,14 @@ from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
 from .segments import SegmentState, Segmenter
 from .stream import DecodeState, Stream
 from .tokens import SymbolTable
+from .lru import LruCache
 
 __all__ = ["Recognizer", "RecognizerConfig", "DecodeBatch", "StreamUpdate"]
 
 log = logging.getLogger("streamdec")
+
+#: search configurations (and hotwords files) whose objects a recognizer keeps
+MAX_SEARCH_CONFIGS = 64
 
 
 @dataclass(frozen=True)
@@ -62,25 +67,34 @@ class Recognizer:
         self.config = config or RecognizerConfig()
         self.model = model or load_model(self.config.model)
         self.symbols = symbols or SymbolTable.from_file(self.config.model.path / "tokens.txt")
-        self.meta = self.model.meta
-        if len(self.symbols) != self.meta.vocab_size:
-            raise ModelLoadError(f"{self.config.model.path / 'tokens.txt'}: {len(self.symbols)} "
-                                 f"symbols but the joiner outputs {self.meta.vocab_size}")
-        if self.config.features.num_bins != self.meta.feature_dim:
-            raise ModelLoadError(f"features.num_bins {self.config.features.num_bins} != the "
-                                 f"encoder's input dim {self.meta.feature_dim}")
+        model_dir, features = self.config.model.path, self.config.features
+        if len(self.symbols) != self.model.meta.vocab_size:
+            raise ModelLoadError(f"{model_dir / 'tokens.txt'}: {len(self.symbols)} "
+                                 f"symbols but the joiner outputs {self.model.meta.vocab_size}")
+        if features.num_bins != self.model.meta.feature_dim:
+            raise ModelLoadError(f"features.num_bins {features.num_bins} != the "
+                                 f"encoder's input dim {self.model.meta.feature_dim}")
+        #: the model's metadata completed from tokens.txt and the feature config
+        self.meta = complete_meta(self.model.meta, blank_id=self.symbols.blank_id,
+                                  frame_shift_ms=features.frame_shift_ms,
+                                  sample_rate=features.sample_rate, where=model_dir)
         self.segmenter = Segmenter(self.config.endpoint, self.symbols, self.meta)
         self._decoder_cache = DecoderCache(self.model, self.config.search.decoder_cache_size)
-        self._searches: dict[SearchConfig, Search] = {}
-        self._file_hotwords: dict[tuple, list[tuple[str, float]]] = {}
-        self._file_graphs: dict[tuple, ContextGraph | None] = {}
+        # per-configuration search objects and hotwords, bounded (clients may bring their
+        # own configurations); a stream keeps its own reference, so eviction is safe
+        self._searches: LruCache[SearchConfig, Search] = LruCache(MAX_SEARCH_CONFIGS)
+        self._file_hotwords: LruCache[tuple, list[tuple[str, float]]] = LruCache(
+            MAX_SEARCH_CONFIGS)
+        self._file_graphs: LruCache[tuple, ContextGraph | None] = LruCache(MAX_SEARCH_CONFIGS)
+        self._hotwords(self.config.search, ())  # its hotwords file: read and checked now
 
     def search_for(self, config: SearchConfig) -> Search:
-        """The shared search object of one configuration."""
+        """The shared search object of one configuration (all share one decoder cache)."""
         search = self._searches.get(config)
         if search is None:
-            search = make_search(self.model, config, self._decoder_cache, self.symbols.unk_id)
-            self._searches[config] = search
+            search = make_search(self.model, config, self._decoder_cache, self.symbols.unk_id,
+                                 self.meta)
+            self._searches.put(config, search)
         return search
 
     def create_stream(self, search: SearchConfig | None = None,
@@ -102,16 +116,17 @@ class Recognizer:
     def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:
         """The hotwords graph of a stream: the config's file plus ``extra`` phrases."""
         key = (config.hotwords_file, config.hotwords_score)
-        if key not in self._file_hotwords:
-            self._file_hotwords[key] = (read_hotwords_file(config.hotwords_file,
-                                                           config.hotwords_score)
-                                        if config.hotwords_file else [])
-        phrases = self._file_hotwords[key] + parse_hotwords(extra, config.hotwords_score)
+        file_phrases = self._file_hotwords.get(key)
+        if file_phrases is None:
+            file_phrases = (read_hotwords_file(config.hotwords_file, config.hotwords_score)
+                            if config.hotwords_file else [])
+            self._file_hotwords.put(key, file_phrases)
         if not extra:  # the same graph for every stream of this config
             if key not in self._file_graphs:
-                self._file_graphs[key] = hotwords_graph(phrases, self.symbols)
-            return self._file_graphs[key]
-        return hotwords_graph(phrases, self.symbols)
+                self._file_graphs.put(key, hotwords_graph(file_phrases, self.symbols))
+            return self._file_graphs.get(key)
+        return hotwords_graph(file_phrases + parse_hotwords(extra, config.hotwords_score),
+                              self.symbols)
 
     def is_ready(self, stream: Stream) -> bool:
         """True when the stream holds a whole encoder chunk not yet decoded (and is neither

@@ -1,5 +1,6 @@
 """Random-weight streaming transducers in three encoder-state layouts, exported to ONNX in
-the published format (reference/model-format.md). Test fixtures, not models to use.
+the published icefall / sherpa-onnx format (inputs bound by position, metadata
+``model_type``, ``T``, ``decode_chunk_len``, ``context_size``, ``vocab_size``). Test fixtures, not models to use.
 
 - ``lstm``: state0 (layers, N, d_model), state1 (layers, N, hidden): batch axis 1.
 - ``conformer``: cached_attn (layers, left, N, dim), cached_conv (layers, k-1, N, dim):

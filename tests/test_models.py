@@ -121,3 +121,46 @@ def test_tokens_missing(model_dirs, tmp_path):
     (d / "tokens.txt").unlink()
     with pytest.raises(ModelLoadError, match="tokens file not found"):
         make_recognizer(d)
+
+
+def _set_metadata(path, **values):
+    m = onnx.load(str(path))
+    for key, value in values.items():
+        m.metadata_props.add(key=key, value=str(value))
+    onnx.save(m, str(path))
+
+
+def test_blank_id_frame_shift_and_rate_come_from_tokens_and_features(model_dirs, tmp_path):
+    from streamdec import FeatureConfig
+
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    lines = (d / "tokens.txt").read_text().splitlines()
+    # blank written as id 3: the recognizer (and every search) must use 3
+    swapped = {"<blk>": "3", lines[3].split()[0]: "0"}
+    (d / "tokens.txt").write_text("\n".join(
+        f"{line.split()[0]} {swapped.get(line.split()[0], line.split()[1])}" for line in lines))
+    rec = make_recognizer(d, features=FeatureConfig(frame_shift_ms=10.0))
+    assert (rec.meta.blank_id, rec.meta.frame_shift_ms, rec.meta.sample_rate) == (3, 10.0, 16000)
+    assert rec.search_for(rec.config.search).blank_id == 3
+    assert rec.create_stream().search_state.hyp.context == (-1, 3)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("sample_rate", 8000, "the model states sample_rate = 8000 but features.sample_rate gives 16000"),
+    ("frame_shift_ms", 20, "the model states frame_shift_ms = 20 but features.frame_shift_ms gives 10"),
+    ("blank_id", 5, "the model states blank_id = 5 but tokens.txt gives 0"),
+    ("subsampling_factor", 2, "metadata subsampling_factor 2 but one call turns 32 frames into 8"),
+])
+def test_metadata_that_contradicts_the_config_is_refused(model_dirs, tmp_path, key, value, message):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    _set_metadata(d / "encoder.onnx", **{key: value})
+    with pytest.raises(ModelLoadError, match=message):
+        make_recognizer(d)
+
+
+def test_metadata_that_agrees_is_accepted(model_dirs, tmp_path):
+    d = _copy_model(model_dirs["lstm"], tmp_path / "m")
+    _set_metadata(d / "encoder.onnx", sample_rate=16000, frame_shift_ms=10, blank_id=0,
+                  subsampling_factor=4)
+    assert make_recognizer(d).meta.declared == (("blank_id", 0.0), ("frame_shift_ms", 10.0),
+                                                 ("sample_rate", 16000.0))

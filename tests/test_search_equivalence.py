@@ -12,12 +12,16 @@ from streamdec.search import SEARCHES, SearchConfig, make_search
 
 REFERENCES = {
     "modified_beam": ref.modified_beam_ref,
-    "alsd": getattr(ref, "alsd_ref", None),
-    "tsd": getattr(ref, "tsd_ref", None),
-    "beam": getattr(ref, "beam_ref", None),
-    "nsc": getattr(ref, "nsc_ref", None),
+    "alsd": ref.alsd_ref,
+    "tsd": ref.tsd_ref,
+    "beam": ref.beam_ref,
+    "nsc": ref.nsc_ref,
 }
-METHODS = [m for m, f in REFERENCES.items() if f is not None and m in SEARCHES]
+METHODS = ["modified_beam", "alsd", "tsd", "beam", "nsc"]  # every beam search (greedy: test_greedy)
+
+
+def test_every_beam_search_has_a_reference():
+    assert sorted(METHODS) == sorted(set(SEARCHES) - {"greedy"}) == sorted(REFERENCES)
 
 
 def random_chunking(total: int, rng: np.random.RandomState) -> list[int]:

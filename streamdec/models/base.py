@@ -7,14 +7,17 @@ C context size, V vocabulary size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from .states import StateLayout
 
-__all__ = ["ModelMeta", "TransducerModel", "probe_meta"]
+__all__ = ["ModelMeta", "TransducerModel", "probe_meta", "complete_meta", "DECLARED_KEYS"]
+
+#: Metadata keys a model may state about its features and units (all optional).
+DECLARED_KEYS = ("blank_id", "frame_shift_ms", "sample_rate", "subsampling_factor")
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,14 @@ class ModelMeta:
     joiner_dim: int  # D
     context_size: int  # C
     vocab_size: int  # V
+    # Completed by ``complete_meta`` (the Recognizer does it) from tokens.txt (``<blk>``)
+    # and the feature config; the backends' values before that are placeholders.
     blank_id: int = 0
     frame_shift_ms: float = 10.0  # of the feature frames
+    sample_rate: int = 16000  # of the features' input
+    # Optional facts the model files state in their metadata (``blank_id``,
+    # ``frame_shift_ms``, ``sample_rate``), checked against the rest by ``complete_meta``.
+    declared: tuple[tuple[str, float], ...] = ()
 
     @property
     def subsampling(self) -> int:
@@ -66,10 +75,11 @@ class TransducerModel(Protocol):
 
 
 def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, chunk_shift: int,
-               context_size: int, feature_dim: int, where: object) -> ModelMeta:
+               context_size: int, feature_dim: int, where: object,
+               declared: dict[str, float] | None = None) -> ModelMeta:
     """Complete the metadata with one test call of each network: T' and D come from the
     encoder's output, V from the joiner's (nothing hard-coded). ``where`` names the file
-    in errors."""
+    in errors; ``declared``: the optional ``DECLARED_KEYS`` the files state."""
     from ..errors import ModelLoadError
 
     if not 0 < chunk_shift <= chunk_frames:
@@ -83,7 +93,31 @@ def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, ch
     if t_out == 0 or chunk_shift % t_out:
         raise ModelLoadError(f"{where}: decode_chunk_len {chunk_shift} is not a multiple of "
                              f"the {t_out} encoder frames one call produces")
+    declared = dict(declared or {})
+    factor = declared.pop("subsampling_factor", None)
+    if factor is not None and factor != chunk_shift // t_out:
+        raise ModelLoadError(f"{where}: metadata subsampling_factor {factor:g} but one call turns "
+                             f"{chunk_shift} frames into {t_out} (factor {chunk_shift // t_out})")
     return ModelMeta(model_type=model_type, chunk_frames=chunk_frames, chunk_shift=chunk_shift,
                      encoder_frames_per_chunk=t_out, feature_dim=feature_dim,
                      joiner_dim=encoder_out.shape[2], context_size=context_size,
-                     vocab_size=logits.shape[-1])
+                     vocab_size=logits.shape[-1], declared=tuple(sorted(declared.items())))
+
+
+def complete_meta(meta: ModelMeta, *, blank_id: int, frame_shift_ms: float, sample_rate: int,
+                  where: object) -> ModelMeta:
+    """``meta`` with the blank id of the model's units and the feature config's frame shift
+    and rate; ModelLoadError where the model files state other values or the blank id is
+    outside the vocabulary."""
+    from ..errors import ModelLoadError
+
+    given = {"blank_id": blank_id, "frame_shift_ms": frame_shift_ms, "sample_rate": sample_rate}
+    for key, value in meta.declared:
+        if key in given and value != given[key]:
+            source = "tokens.txt" if key == "blank_id" else f"features.{key}"
+            raise ModelLoadError(f"{where}: the model states {key} = {value:g} but "
+                                 f"{source} gives {given[key]:g}")
+    if not 0 <= blank_id < meta.vocab_size:
+        raise ModelLoadError(f"{where}: blank id {blank_id} outside the vocabulary "
+                             f"[0, {meta.vocab_size})")
+    return replace(meta, **given)

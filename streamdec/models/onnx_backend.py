@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ModelLoadError
-from .base import probe_meta
+from .base import DECLARED_KEYS, probe_meta
 from .config import ModelConfig
 from .states import StateLayout, StateSpec
 
@@ -26,7 +26,8 @@ _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                "tensor(float16)": np.float16, "tensor(int32)": np.int32,
                "tensor(double)": np.float64}
 
-# Fallback only: batch axis by model family and state-name prefix (reference/model-format.md).
+# Fallback only, for exports that declare fixed sizes: the batch axis of each state by model
+# family and state-name prefix, as the icefall exporters lay them out.
 _BATCH_AXIS_TABLE: dict[str, tuple[tuple[str, int], ...]] = {
     "lstm": (("", 1),),
     "conformer": (("processed_lens", 0), ("cached_attn", 2), ("cached_conv", 2)),
@@ -87,6 +88,7 @@ class EncoderContract:
     chunk_shift: int
     feature_dim: int
     state_layout: StateLayout
+    declared: dict[str, float]  # the optional DECLARED_KEYS the metadata states
 
 
 def read_encoder_contract(session, path: Path) -> EncoderContract:
@@ -105,7 +107,20 @@ def read_encoder_contract(session, path: Path) -> EncoderContract:
     return EncoderContract(
         model_type=model_type, chunk_frames=_meta_int(meta, "T", path),
         chunk_shift=_meta_int(meta, "decode_chunk_len", path), feature_dim=feature_dim,
-        state_layout=StateLayout(tuple(_state_spec(i, model_type, path) for i in inputs[1:])))
+        state_layout=StateLayout(tuple(_state_spec(i, model_type, path) for i in inputs[1:])),
+        declared=_declared(meta, path))
+
+
+def _declared(meta: dict[str, str], path: Path) -> dict[str, float]:
+    out = {}
+    for key in DECLARED_KEYS:
+        if key in meta:
+            try:
+                out[key] = float(meta[key])
+            except ValueError:
+                raise ModelLoadError(f"{path}: metadata {key!r} is not a number: "
+                                     f"{meta[key]!r}") from None
+    return out
 
 
 def _state_spec(inp, model_type: str, path: Path) -> StateSpec:
@@ -151,7 +166,8 @@ class OnnxTransducer:
                                chunk_frames=contract.chunk_frames,
                                chunk_shift=contract.chunk_shift,
                                context_size=read_context_size(self.decoder, dec_path),
-                               feature_dim=contract.feature_dim, where=enc_path)
+                               feature_dim=contract.feature_dim, where=enc_path,
+                               declared=contract.declared)
         declared_vocab = _metadata(self.decoder).get("vocab_size")
         if declared_vocab is not None and int(declared_vocab) != self.meta.vocab_size:
             raise ModelLoadError(f"{dec_path}: vocab_size {declared_vocab} != joiner output "

@@ -50,7 +50,8 @@ class TorchTransducer:
                                chunk_shift=contract.chunk_shift,
                                context_size=read_context_size(open_session(dec_path, config),
                                                               dec_path),
-                               feature_dim=contract.feature_dim, where=path)
+                               feature_dim=contract.feature_dim, where=path,
+                               declared=contract.declared)
 
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:

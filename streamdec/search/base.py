@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Sequence, TypeVar
 
 import numpy as np
 
+from ..models.base import ModelMeta
 from .config import SearchConfig
 from .decoder_cache import DecoderCache
 
@@ -90,14 +91,18 @@ class Search(abc.ABC, Generic[S]):
     name: ClassVar[str]
 
     def __init__(self, model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
-                 unk_id: int | None = None) -> None:
+                 unk_id: int | None = None, meta: ModelMeta | None = None) -> None:
+        """``decoder_cache``: shared by the searches of one recognizer (None: a cache of
+        its own); ``meta``: the recognizer's completed metadata (default ``model.meta``)."""
         self.model = model
         self.config = config
-        meta = model.meta
+        meta = meta or model.meta
         self.blank_id = meta.blank_id
         self.context_size = meta.context_size
         self.unk_id = unk_id if config.unk_as_blank else None
-        self.decoder_cache = decoder_cache or DecoderCache(model, config.decoder_cache_size)
+        # not ``decoder_cache or ...``: an empty cache is falsy (it has a length)
+        self.decoder_cache = (DecoderCache(model, config.decoder_cache_size)
+                              if decoder_cache is None else decoder_cache)
 
     # -- helpers shared by the searches --------------------------------------------------
     def scores(self, encoder_frames: np.ndarray, decoder_out: np.ndarray

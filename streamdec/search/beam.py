@@ -1,8 +1,8 @@
 """Classic transducer beam search (Graves 2012; ESPnet's ``default_beam_search``).
 
 Per encoder frame: the open set starts as the beam; repeatedly the best open hypothesis is
-taken out and expanded at this frame: its blank child always goes to the kept set (trap 8:
-without the blank extension the loop can run forever), its ``beam`` best token children go
+taken out and expanded at this frame: its blank child always goes to the kept set (without
+the blank extension the loop can run forever), its ``beam`` best token children go
 back to the open set. The frame ends when ``beam`` kept hypotheses score above the best
 open one (or nothing is left open); the new beam is the ``beam`` best kept. Equal sequences
 merge by log-add-exp in both sets. A path emits at most ``max_sym_per_frame_beam`` symbols

@@ -8,19 +8,21 @@ sequence would grow without bound). Misses of one call are computed in one batch
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Sequence
 
 import numpy as np
+
+from ..lru import LruCache
 
 __all__ = ["DecoderCache"]
 
 
 class DecoderCache:
+    """Thread-safe: one cache serves the searches of every worker thread."""
+
     def __init__(self, model, capacity: int = 20000) -> None:
         self._model = model
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()
+        self._entries: LruCache[tuple[int, ...], np.ndarray] = LruCache(capacity)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -30,19 +32,12 @@ class DecoderCache:
         """contexts: n tuples of C token ids -> decoder_out (n, D)."""
         with self._lock:
             found = [self._entries.get(c) for c in contexts]
-            missing = list(dict.fromkeys(c for c, f in zip(contexts, found) if f is None))
+        missing = list(dict.fromkeys(c for c, f in zip(contexts, found) if f is None))
         if missing:
             computed = self._model.decode(np.array(missing, dtype=np.int64))
             fresh = dict(zip(missing, computed))
             with self._lock:
                 for c, v in fresh.items():
-                    self._entries[c] = v
-                while len(self._entries) > self._capacity:
-                    self._entries.popitem(last=False)
+                    self._entries.put(c, v)
             found = [f if f is not None else fresh[c] for c, f in zip(contexts, found)]
-        else:
-            with self._lock:
-                for c in contexts:
-                    if c in self._entries:
-                        self._entries.move_to_end(c)
         return np.stack(found)

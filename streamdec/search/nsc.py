@@ -10,7 +10,7 @@ Per encoder frame:
    hypotheses. The children of the last round also end the frame with a blank.
 3. The new beam: the ``beam`` best of S (equal sequences log-added).
 
-Differences from the seed implementation, on purpose: the token children are rebuilt every
+Differences from ESPnet's ``nsc_beam_search``, on purpose: the token children are rebuilt every
 round (not carried into the next round's pool), the last round's children are scored with
 their own decoder output, and kept hypotheses are merged. A path emits at most ``nstep``
 symbols per frame.

@@ -1,0 +1,60 @@
+"""What a recognizer shares between streams and configurations: one decoder cache for
+every search configuration, a bounded map of search objects, hotwords checked once."""
+
+import pytest
+
+from conftest import make_recognizer
+from decode_utils import decode_in_pieces, finals, key
+from model_factory import test_audio
+from streamdec import ConfigError, SearchConfig, TokenizeError
+from streamdec.recognizer import MAX_SEARCH_CONFIGS
+
+AUDIO = test_audio(3.0, seed=5)
+
+
+@pytest.fixture(scope="module")
+def rec(model_dirs):
+    return make_recognizer(model_dirs["lstm"])
+
+
+def test_every_search_configuration_shares_the_decoder_cache(rec):
+    greedy = rec.search_for(SearchConfig(method="greedy"))
+    beam = rec.search_for(SearchConfig(method="modified_beam", beam=3))
+    alsd = rec.search_for(SearchConfig(method="alsd", beam=2))
+    assert greedy.decoder_cache is beam.decoder_cache is alsd.decoder_cache
+    decode_in_pieces(rec, AUDIO, 1600, search=SearchConfig(method="modified_beam", beam=3))
+    assert len(beam.decoder_cache) > 1  # filled by one search, seen by all
+
+
+def test_search_objects_are_bounded_and_eviction_is_safe(rec):
+    first = SearchConfig(method="modified_beam", beam=1)
+    s = rec.create_stream(search=first)
+    configs = [SearchConfig(method="modified_beam", beam=n) for n in range(2, 2 + 2 * MAX_SEARCH_CONFIGS)]
+    for c in configs:
+        rec.search_for(c)
+    assert len(rec._searches) == MAX_SEARCH_CONFIGS
+    assert first not in rec._searches
+    # the stream created before its configuration was evicted decodes as before
+    s.accept_waveform(16000, AUDIO)
+    s.input_finished()
+    while rec.is_ready(s):
+        rec.decode([s])
+    assert key(finals(s.pop_events())) == key(finals(decode_in_pieces(rec, AUDIO, len(AUDIO),
+                                                                      search=first)))
+
+
+def test_hotwords_file_is_read_and_checked_when_the_recognizer_is_made(model_dirs, tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_text("ABC :2.0\nDEF\n")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("ABC\nXYZ\n")  # X, Y, Z are no units of the test model
+    rec = make_recognizer(model_dirs["lstm"], search=SearchConfig(
+        method="modified_beam", hotwords_file=str(good)))
+    good.unlink()  # already read: streams made later do not need the file
+    assert rec.create_stream().search_state.graph is not None
+    with pytest.raises(TokenizeError, match="the model has no unit for X, Y, Z"):
+        make_recognizer(model_dirs["lstm"], search=SearchConfig(method="modified_beam",
+                                                                hotwords_file=str(bad)))
+    with pytest.raises(ConfigError, match="cannot read hotwords file"):
+        make_recognizer(model_dirs["lstm"], search=SearchConfig(
+            method="modified_beam", hotwords_file=str(tmp_path / "missing.txt")))
