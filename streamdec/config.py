@@ -3,6 +3,9 @@
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``) and ``[audio]``; any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
+Relative paths in a file (``model.model_dir``, ``search.hotwords_file``) are relative to
+the file's folder. The built-in configs (``default``, ``telephony``, ``low-latency``...)
+ship inside the package (``streamdec/configs/``) and are named without a suffix.
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ else:  # Python 3.10: the same parser, packaged (a declared dependency there)
 
 __all__ = ["AudioConfig", "AppConfig", "load_config", "CONFIG_DIR"]
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+#: The built-in config files, shipped inside the package.
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+#: (table, key) of settings that name files: relative to the config file that sets them
+PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"))
 
 
 @dataclass(frozen=True)
@@ -62,11 +69,14 @@ def _build(cls, table: Any, where: str):
         raise ConfigError(f"{where}: {e}") from None
 
 
-def parse_config(data: dict, where: str = "config") -> AppConfig:
-    """Build an AppConfig from a parsed TOML document."""
+def parse_config(data: dict, where: str = "config", base_dir: Path | None = None) -> AppConfig:
+    """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
+    ``base_dir`` (the config file's folder) when given."""
     unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
+    if base_dir is not None:
+        data = _resolve_paths(data, base_dir)
     endpoint = dict(data.get("endpoint", {}))
     for rule in ("rule1", "rule2", "rule3"):
         if rule in endpoint:
@@ -80,18 +90,40 @@ def parse_config(data: dict, where: str = "config") -> AppConfig:
                                                   f"{where} [audio]"))
 
 
+def _resolve_paths(data: dict, base_dir: Path) -> dict:
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for table, key in PATH_KEYS:
+        value = data.get(table, {}).get(key) if isinstance(data.get(table), dict) else None
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            data[table][key] = str(base_dir / value)
+    return data
+
+
+def builtin_configs() -> list[str]:
+    """Names of the built-in config files."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
 def load_config(path: str | Path | None) -> AppConfig:
     """Load a TOML config file; None gives the defaults. A bare name such as
-    ``telephony`` names a file in the project's configs/ folder."""
+    ``telephony`` names a built-in config (``builtin_configs()``)."""
     if path is None:
         return AppConfig()
-    p = Path(path)
-    if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p}.toml").exists():
-        p = CONFIG_DIR / f"{p}.toml"
+    p = Path(path).expanduser()
+    if not p.exists() and not p.suffix and "/" not in str(path):
+        if (CONFIG_DIR / f"{p}.toml").is_file():
+            p = CONFIG_DIR / f"{p}.toml"
+        else:
+            raise ConfigError(f"{path}: no such config file or built-in config (built-in: "
+                              f"{', '.join(builtin_configs())})")
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory, not a config file")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{p}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read config file ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML ({e})") from None
-    return parse_config(data, str(p))
+    return parse_config(data, str(p), base_dir=p.resolve().parent)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import ConfigError
+from .validation import require_finite
 
 __all__ = ["EndpointRule", "EndpointConfig", "is_endpoint"]
 
@@ -20,6 +21,7 @@ class EndpointRule:
     min_utterance_length: float  # seconds since the segment started
 
     def __post_init__(self) -> None:
+        require_finite(self, "endpoint rule")
         if self.min_trailing_silence < 0 or self.min_utterance_length < 0:
             raise ConfigError(f"endpoint rule values must be >= 0: {self}")
 

@@ -42,6 +42,7 @@ from .recognizer import DecodeBatch, Recognizer, StreamUpdate
 from .results import Result
 from .search import SearchConfig
 from .stream import Stream
+from .validation import require_finite
 
 __all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver"]
 
@@ -54,6 +55,7 @@ class EngineConfig:
     max_pending_seconds: float = 2.0  # undecoded audio per stream before feed() waits
 
     def __post_init__(self) -> None:
+        require_finite(self, "engine")
         if self.max_batch < 1 or self.workers < 1:
             raise ConfigError(f"engine: max_batch and workers must be >= 1: {self}")
         if not (0 <= self.max_wait_ms < 10_000):

@@ -22,6 +22,7 @@ import numpy as np
 import soxr
 
 from .errors import AudioInputError, ConfigError, StreamStateError
+from .validation import require_finite
 
 __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples"]
 
@@ -41,6 +42,10 @@ class FeatureConfig:
     resample_quality: str = "HQ"  # soxr quality: QQ, LQ, MQ, HQ, VHQ
 
     def __post_init__(self) -> None:
+        require_finite(self, "features")
+        if self.frame_length_ms <= 0 or self.frame_shift_ms <= 0:
+            raise ConfigError(f"features: frame_length_ms and frame_shift_ms must be positive, "
+                              f"got {self}")
         if self.sample_rate <= 0 or self.num_bins <= 0:
             raise ConfigError(f"features: sample_rate and num_bins must be positive, got {self}")
         if self.resample_quality not in ("QQ", "LQ", "MQ", "HQ", "VHQ"):

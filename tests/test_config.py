@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from streamdec import ConfigError, SearchConfig
@@ -20,6 +22,15 @@ def test_telephony_expects_8khz():
     ({"modle": {}}, "unknown table"),
     ({"endpoint": {"rule1": {"min_trailing_silence": 1.0}}}, "endpoint.rule1"),
     ({"features": {"resample_quality": "best"}}, "resample_quality"),
+    ({"search": {"blank_penalty": float("nan")}}, "search.blank_penalty must be a finite number"),
+    ({"search": {"blank_penalty": float("inf")}}, "search.blank_penalty must be a finite number"),
+    ({"search": {"hotwords_score": float("-inf")}}, "search.hotwords_score must be a finite"),
+    ({"search": {"temperature": float("nan")}}, "search.temperature must be a finite number"),
+    ({"features": {"low_freq": float("nan")}}, "features.low_freq must be a finite number"),
+    ({"features": {"frame_shift_ms": 0.0}}, "frame_shift_ms must be positive"),
+    ({"endpoint": {"rule2": {"must_contain_nonsilence": True, "min_trailing_silence":
+                             float("inf"), "min_utterance_length": 0.0}}},
+     "endpoint rule.min_trailing_silence must be a finite number"),
 ])
 def test_invalid_values_rejected_once_up_front(data, message):
     with pytest.raises(ConfigError, match=message):
@@ -33,6 +44,24 @@ def test_missing_and_invalid_files(tmp_path):
     bad.write_text("[search\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+def test_unknown_builtin_name_lists_the_builtin_configs():
+    with pytest.raises(ConfigError, match="no such config file or built-in config "
+                                          r"\(built-in: default, low-latency, telephony"):
+        load_config("telefony")
+
+
+def test_paths_in_a_config_file_are_relative_to_it(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "words.txt").write_text("HELLO\n")
+    (tmp_path / "cfg" / "c.toml").write_text(
+        '[search]\nmethod = "modified_beam"\nhotwords_file = "words.txt"\n'
+        '[model]\nmodel_dir = "../models/x"\n')
+    monkeypatch.chdir(tmp_path)  # a different working directory
+    app = load_config("cfg/c.toml")
+    assert app.recognizer.search.hotwords_file == str((tmp_path / "cfg" / "words.txt").resolve())
+    assert Path(app.recognizer.model.model_dir).resolve() == (tmp_path / "models" / "x").resolve()
 
 
 def test_search_config_is_frozen():

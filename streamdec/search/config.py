@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..validation import require_finite
 
 __all__ = ["SearchConfig", "SEARCH_METHODS"]
 
@@ -46,6 +47,7 @@ class SearchConfig:
     decoder_cache_size: int = 20000
 
     def __post_init__(self) -> None:
+        require_finite(self, "search")
         if self.method not in SEARCH_METHODS:
             raise ConfigError(f"search.method must be one of {', '.join(SEARCH_METHODS)}; "
                               f"got {self.method!r}")

@@ -1,0 +1,53 @@
+"""The package as a user installs it: the built wheel (not an editable checkout) in a new
+virtualenv on the oldest Python the project claims (3.10, where TOML needs ``tomli``)
+transcribes with a built-in config named on the command line."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def oldest_python() -> str:
+    """pyenv's Python 3.10 (on these machines' image); an error, not a skip, without it."""
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert requires == ">=3.10"
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.10*/bin/python3.10")))
+    assert found, "no Python 3.10 found under ~/.pyenv/versions: the oldest claimed version"
+    return found[-1]
+
+
+@pytest.mark.slow
+def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+                    str(ROOT)], check=True, timeout=300)
+    (wheel,) = wheels.glob("streamdec-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([oldest_python(), "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                    str(wheel)], check=True, timeout=600)
+    work = tmp_path / "elsewhere"  # no configs/ folder around
+    work.mkdir()
+    (work / "call.wav").write_bytes((ROOT / "examples" / "hello.wav").read_bytes())
+    run = subprocess.run([str(venv / "bin" / "streamdec"), "transcribe", "call.wav",
+                          "--config", "telephony"], cwd=work, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "PLEASE CALL" in run.stdout
+    where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import streamdec, sys; print(streamdec.__file__, sys.version_info[:2])"],
+                           cwd=work, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(venv)) and "(3, 10)" in where
+    bad = subprocess.run([str(venv / "bin" / "streamdec"), "transcribe", "call.wav",
+                          "--config", "telefony"], cwd=work, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "built-in: default, low-latency, telephony" in bad.stderr
