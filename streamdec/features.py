@@ -1,9 +1,9 @@
 """Streaming fbank features with the exact options the transducer models were trained on.
 
-Samples at any rate go in (float in [-1, 1] or int16); they are resampled to the model's
-rate with a streaming soxr resampler (never restarted per chunk) and turned into
-80-dim log-mel fbank frames by kaldi-native-fbank. Frames come out as float32 arrays of
-shape (num_frames, num_bins).
+Samples at any rate go in (float in [-1, 1] or int16; anything else is rejected); they
+are resampled to the model's rate with a streaming soxr resampler (never restarted per
+chunk) and turned into 80-dim log-mel fbank frames by kaldi-native-fbank. Frames come
+out as float32 arrays of shape (num_frames, num_bins).
 
 Typical use (what ``Stream`` does)::
 
@@ -76,9 +76,10 @@ def fbank_options(config: FeatureConfig) -> knf.FbankOptions:
 def as_float_samples(samples: np.ndarray) -> np.ndarray:
     """Validate one chunk of mono audio and return it as float32 in [-1, 1].
 
-    Accepts float32/float64 (taken as already in [-1, 1]) or int16 (scaled by 1/32768).
-    Raises AudioInputError for any other dtype, a non-1-D shape, an empty chunk or
-    NaN/inf values."""
+    Accepts float32/float64 in [-1, 1] or int16 (scaled by 1/32768). Raises
+    AudioInputError for any other dtype, a non-1-D shape, an empty chunk, NaN/inf values
+    or a float value outside [-1, 1] (rejected, not clipped: floats on another scale, such
+    as int16 values stored as float, would otherwise be decoded as distorted audio)."""
     if not isinstance(samples, np.ndarray):
         raise AudioInputError(f"samples must be a numpy array, got {type(samples).__name__}")
     if samples.ndim != 1:
@@ -90,8 +91,11 @@ def as_float_samples(samples: np.ndarray) -> np.ndarray:
     if samples.dtype not in (np.float32, np.float64):
         raise AudioInputError(
             f"samples must be float32/float64 in [-1, 1] or int16, got dtype {samples.dtype}")
-    if not np.isfinite(samples).all():
+    peak = float(np.max(np.abs(samples)))  # NaN if any sample is NaN
+    if not np.isfinite(peak):
         raise AudioInputError("samples contain NaN or infinity")
+    if peak > 1.0:
+        raise AudioInputError(f"float samples must lie in [-1, 1], got a peak of {peak:.4g}")
     return samples.astype(np.float32, copy=False)
 
 
@@ -129,6 +133,7 @@ class StreamingFeatures:
             raise StreamStateError("accept_waveform after input_finished")
         if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
             raise AudioInputError(f"sample rate must be a positive integer, got {sample_rate!r}")
+        x = as_float_samples(samples)  # before any state changes: a bad chunk leaves none
         if self._input_rate is None:
             self._input_rate = int(sample_rate)
             if self._input_rate != self.config.sample_rate:
@@ -138,7 +143,6 @@ class StreamingFeatures:
         elif sample_rate != self._input_rate:
             raise AudioInputError(
                 f"sample rate changed mid-stream from {self._input_rate} to {sample_rate} Hz")
-        x = as_float_samples(samples)
         self.num_samples_accepted += len(x)
         if self._resampler is not None:
             x = self._resampler.resample_chunk(x.astype(np.float32, copy=False), last=False)
