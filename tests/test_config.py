@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from streamdec import ConfigError, SearchConfig
@@ -36,5 +38,5 @@ def test_missing_and_invalid_files(tmp_path):
 
 
 def test_search_config_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         SearchConfig().beam = 3
