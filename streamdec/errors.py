@@ -5,7 +5,7 @@
     StreamdecError
     ├── ConfigError            a config value is invalid (raised once, at validation)
     ├── ModelLoadError         a model directory or file is missing, not ONNX, or lacks metadata
-    ├── AudioInputError        samples of the wrong dtype/shape, NaN/inf, rate changes mid-stream
+    ├── AudioInputError        wrong dtype/shape, NaN/inf or beyond [-1, 1], rate changes mid-stream
     ├── StreamStateError       a call that the stream's state does not allow (audio after end)
     ├── TokenizeError          a phrase cannot be written with the model's units
     └── DecodeError            decoding a stream failed (the model raised): that stream ends
@@ -27,7 +27,7 @@ class ModelLoadError(StreamdecError):
 
 
 class AudioInputError(StreamdecError, ValueError):
-    """Audio handed to a stream cannot be used (dtype, shape, NaN/inf, rate change)."""
+    """Audio handed to a stream cannot be used (dtype, shape, NaN/inf, range, rate change)."""
 
 
 class StreamStateError(StreamdecError):

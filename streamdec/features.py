@@ -1,9 +1,9 @@
 """Streaming fbank features with the exact options the transducer models were trained on.
 
-Samples at any rate go in (float in [-1, 1] or int16); they are resampled to the model's
-rate with a streaming soxr resampler (never restarted per chunk) and turned into
-80-dim log-mel fbank frames by kaldi-native-fbank. Frames come out as float32 arrays of
-shape (num_frames, num_bins).
+Samples at any rate go in (float in [-1, 1] or int16; anything else is rejected); they
+are resampled to the model's rate with a streaming soxr resampler (never restarted per
+chunk) and turned into 80-dim log-mel fbank frames by kaldi-native-fbank. Frames come
+out as float32 arrays of shape (num_frames, num_bins).
 
 Typical use (what ``Stream`` does)::
 
@@ -24,7 +24,8 @@ import soxr
 from .errors import AudioInputError, ConfigError, StreamStateError
 from .validation import require_finite
 
-__all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples"]
+__all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples",
+           "MAX_FLOAT_PEAK"]
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,18 @@ def fbank_options(config: FeatureConfig) -> knf.FbankOptions:
     return opts
 
 
+#: Float samples beyond [-1, 1] up to this magnitude are clipped; beyond it, rejected.
+MAX_FLOAT_PEAK = 2.0
+
+
 def as_float_samples(samples: np.ndarray) -> np.ndarray:
     """Validate one chunk of mono audio and return it as float32 in [-1, 1].
 
-    Accepts float32/float64 (taken as already in [-1, 1]) or int16 (scaled by 1/32768).
-    Raises AudioInputError for any other dtype, a non-1-D shape, an empty chunk or
-    NaN/inf values."""
+    Accepts float32/float64 in [-1, 1] or int16 (scaled by 1/32768). Float overshoot up to
+    ``MAX_FLOAT_PEAK`` (float audio after gain or resampling, a browser's Web Audio) is
+    clipped to [-1, 1], as a converter would; beyond it the chunk is rejected: such floats
+    are on another scale (int16 values stored as float), not loud audio. Raises
+    AudioInputError for that, any other dtype, a non-1-D shape, an empty chunk or NaN/inf."""
     if not isinstance(samples, np.ndarray):
         raise AudioInputError(f"samples must be a numpy array, got {type(samples).__name__}")
     if samples.ndim != 1:
@@ -96,9 +103,15 @@ def as_float_samples(samples: np.ndarray) -> np.ndarray:
     if samples.dtype not in (np.float32, np.float64):
         raise AudioInputError(
             f"samples must be float32/float64 in [-1, 1] or int16, got dtype {samples.dtype}")
-    if not np.isfinite(samples).all():
+    peak = float(np.max(np.abs(samples)))  # NaN if any sample is NaN
+    if not np.isfinite(peak):
         raise AudioInputError("samples contain NaN or infinity")
-    return samples.astype(np.float32, copy=False)
+    if peak > MAX_FLOAT_PEAK:
+        raise AudioInputError(f"float samples must lie in [-1, 1] (overshoot up to "
+                              f"{MAX_FLOAT_PEAK:g} is clipped), got a peak of {peak:.4g}: "
+                              "not on the float scale (int16 values stored as float?)")
+    samples = samples.astype(np.float32, copy=False)
+    return np.clip(samples, -1.0, 1.0) if peak > 1.0 else samples
 
 
 class StreamingFeatures:
@@ -135,6 +148,7 @@ class StreamingFeatures:
             raise StreamStateError("accept_waveform after input_finished")
         if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
             raise AudioInputError(f"sample rate must be a positive integer, got {sample_rate!r}")
+        x = as_float_samples(samples)  # before any state changes: a bad chunk leaves none
         if self._input_rate is None:
             self._input_rate = int(sample_rate)
             if self._input_rate != self.config.sample_rate:
@@ -144,7 +158,6 @@ class StreamingFeatures:
         elif sample_rate != self._input_rate:
             raise AudioInputError(
                 f"sample rate changed mid-stream from {self._input_rate} to {sample_rate} Hz")
-        x = as_float_samples(samples)
         self.num_samples_accepted += len(x)
         if self._resampler is not None:
             x = self._resampler.resample_chunk(x.astype(np.float32, copy=False), last=False)

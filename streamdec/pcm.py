@@ -45,13 +45,16 @@ def sample_size(encoding: str) -> int:
                               f"{', '.join(ENCODINGS)}") from None
 
 
-def decode_pcm(data: bytes, encoding: str, channels: int = 1) -> np.ndarray:
-    """Bytes of whole samples (of every channel) -> float32 samples, interleaved as sent.
+def decode_pcm(data: bytes | bytearray | memoryview, encoding: str, channels: int = 1
+               ) -> np.ndarray:
+    """Bytes of whole samples (of every channel) -> a new float32 array, interleaved as
+    sent; empty data gives an empty array.
 
     Raises AudioInputError when the byte count is not a multiple of the frame size
     (sample size x channels), for an unknown encoding, and for f32le samples that are NaN
     or infinite. Float samples outside [-1, 1] are kept (``Stream.accept_waveform``
     decides what is valid)."""
+    data = memoryview(data).cast("B")  # bytes, whatever the buffer's item type
     size = sample_size(encoding) * channels
     if len(data) % size:
         raise AudioInputError(

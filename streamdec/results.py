@@ -51,12 +51,6 @@ class Result:
         """Token times in seconds from the stream start."""
         return tuple(self.start_time + t for t in self.timestamps)
 
-    def as_dict(self) -> dict:
-        return {"text": self.text, "tokens": list(self.tokens), "timestamps": list(self.timestamps),
-                "log_probs": list(self.log_probs), "segment": self.segment,
-                "start": self.start_time, "end": self.end_time, "is_final": self.is_final,
-                "is_eof": self.is_eof}
-
 
 def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segment: int,
                 segment_start: int, frame_offset: int, is_final: bool,

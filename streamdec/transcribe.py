@@ -1,9 +1,18 @@
-"""File transcription: the adapter between audio files and the core.
+"""File transcription: the adapter between audio inputs and the core.
 
-``transcribe_files`` decodes many files at once (their streams share batched decode
-calls), reading each in blocks so memory stays bounded, and yields each file's results
-in input order. ``transcribe_realtime`` paces one file as if it were live audio.
-A file that cannot be read becomes an error for that file only.
+``transcribe_files`` decodes many inputs at once (their streams share batched decode
+calls), reading each in blocks so memory stays bounded, and yields each input's result
+in input order. ``transcribe_realtime`` paces one input as if it were live audio.
+
+One bad input fails alone, as an error in its own result:
+
+- an input that cannot be opened (missing, a directory, not audio), or whose first block
+  is already damaged, *fails*: ``error`` set, no events;
+- an input damaged partway (a read error such as a truncated FLAC's, or samples the stream
+  rejects: NaN/inf, floats beyond [-1, 1]) keeps the events of the audio before the
+  damage, with ``error`` set (``duration`` says how much was transcribed);
+- a file that holds less audio than its header promises is transcribed to its end, with
+  a warning.
 """
 
 from __future__ import annotations
@@ -13,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .audio_file import AudioFile
-from .errors import StreamdecError
+from .audio_file import AudioFile, AudioFileError, RawFormat
+from .errors import AudioInputError, StreamdecError
 from .recognizer import Recognizer
 from .results import Result
 
@@ -27,38 +36,84 @@ EventCallback = Callable[[str, Result], None]
 class FileTranscription:
     path: str
     events: list[Result] = field(default_factory=list)
-    duration: float = 0.0
-    error: StreamdecError | None = None
+    duration: float = 0.0  # seconds of audio transcribed
+    error: StreamdecError | None = None  # the input failed, or was damaged partway
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def finals(self) -> list[Result]:
         return [e for e in self.events if e.is_final]
 
+    @property
+    def failed(self) -> bool:
+        """Nothing was transcribed: the input could not be opened or was damaged from its
+        first block on."""
+        return self.error is not None and not self.events
+
 
 class _FileJob:
+    """One input being transcribed: its audio blocks, its stream and what came out."""
+
     def __init__(self, recognizer: Recognizer, path: str, block_seconds: float,
-                 channel: int | None) -> None:
+                 channel: int | None, raw: RawFormat | None) -> None:
         self.result = FileTranscription(path)
-        self.audio = AudioFile(path)
-        self.result.duration = self.audio.duration
+        self.audio = AudioFile(path, raw)
         self.blocks = self.audio.blocks(block_seconds, channel)
         self.stream = recognizer.create_stream()
+        self._abandoned = False  # damaged before any usable sample: nothing to decode
+
+    @property
+    def finished(self) -> bool:
+        return self.stream.done or self._abandoned
+
+    def feed_block(self) -> None:
+        """Hand the stream the next block of audio. At the end of the audio, or where it is
+        damaged, end the stream's input (or, with no usable sample yet, the job)."""
+        if self.finished or self.stream.input_done:
+            return
+        try:
+            block = next(self.blocks, None)
+            if block is not None:
+                self.stream.accept_waveform(self.audio.rate, block)
+                return
+            warning = self.audio.shortfall()
+            if warning:
+                self.result.warnings.append(warning)
+        except AudioFileError as e:
+            self.result.error = e
+        except AudioInputError as e:  # the stream rejected the block and is unchanged
+            self.blocks.close()
+            self.result.error = AudioFileError(
+                f"{self.audio.label}: unusable samples after {self._seconds_accepted:.2f} s ({e})")
+        self.result.duration = self._seconds_accepted
+        if self.stream.features.num_samples_accepted:
+            self.stream.input_finished()
+        else:
+            self._abandoned = True
 
     def feed(self, recognizer: Recognizer) -> None:
         """Hand the stream audio until it holds a chunk to decode or its input is over."""
-        while not recognizer.is_ready(self.stream) and not self.stream.input_done:
-            block = next(self.blocks, None)
-            if block is None:
-                self.stream.input_finished()
-            else:
-                self.stream.accept_waveform(self.audio.rate, block)
+        while not (self.finished or recognizer.is_ready(self.stream) or self.stream.input_done):
+            self.feed_block()
+
+    def collect(self, on_event: EventCallback | None) -> None:
+        for event in self.stream.pop_events():
+            self.result.events.append(event)
+            if on_event:
+                on_event(self.result.path, event)
+
+    @property
+    def _seconds_accepted(self) -> float:
+        return self.stream.features.num_samples_accepted / self.audio.rate
 
 
 def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_size: int = 8,
-                     block_seconds: float = 10.0, on_event: EventCallback | None = None,
-                     channel: int | None = None) -> Iterator[FileTranscription]:
-    """Transcribe files, up to ``batch_size`` at a time; yields results in input order.
-    ``channel``: the channel of multi-channel files to transcribe (None: their average)."""
+                     block_seconds: float = 1.0, on_event: EventCallback | None = None,
+                     channel: int | None = None,
+                     raw: RawFormat | None = None) -> Iterator[FileTranscription]:
+    """Transcribe inputs (paths, or ``-`` for standard input), up to ``batch_size`` at a
+    time; yields their results in input order. ``channel``: the channel of multi-channel
+    files to transcribe (None: their average); ``raw``: the inputs are headerless PCM."""
     pending = iter(enumerate(str(p) for p in paths))
     active: list[tuple[int, _FileJob]] = []
     finished: dict[int, FileTranscription] = {}
@@ -72,20 +127,17 @@ def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_
                 break
             index, path = item
             try:
-                active.append((index, _FileJob(recognizer, path, block_seconds, channel)))
+                active.append((index, _FileJob(recognizer, path, block_seconds, channel, raw)))
             except StreamdecError as e:
                 finished[index] = FileTranscription(path, error=e)
         if active:
             for _, job in active:
                 job.feed(recognizer)
-            recognizer.decode([job.stream for _, job in active])
+            recognizer.decode([job.stream for _, job in active if not job.finished])
             still = []
             for index, job in active:
-                for event in job.stream.pop_events():
-                    job.result.events.append(event)
-                    if on_event:
-                        on_event(job.result.path, event)
-                if job.stream.done:
+                job.collect(on_event)
+                if job.finished:
                     finished[index] = job.result
                 else:
                     still.append((index, job))
@@ -99,29 +151,20 @@ def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_
 
 def transcribe_realtime(recognizer: Recognizer, path: str | Path, chunk_ms: int = 100,
                         on_event: EventCallback | None = None, channel: int | None = None,
+                        raw: RawFormat | None = None,
                         sleep: Callable[[float], None] = time.sleep) -> FileTranscription:
-    """Feed one file in ``chunk_ms`` pieces at the pace of live audio."""
-    audio = AudioFile(path)
-    result = FileTranscription(str(path), duration=audio.duration)
-    stream = recognizer.create_stream()
+    """Feed one input in ``chunk_ms`` pieces at the pace of live audio."""
+    try:
+        job = _FileJob(recognizer, str(path), chunk_ms / 1000, channel, raw)
+    except StreamdecError as e:
+        return FileTranscription(str(path), error=e)
     start = time.monotonic()
-    fed = 0.0
-
-    def drain() -> None:
-        while recognizer.is_ready(stream):
-            recognizer.decode([stream])
-        for event in stream.pop_events():
-            result.events.append(event)
-            if on_event:
-                on_event(result.path, event)
-
-    for block in audio.blocks(chunk_ms / 1000, channel):
-        wait = start + fed - time.monotonic()
+    while not job.finished:
+        wait = start + job.audio.seconds_read - time.monotonic()
         if wait > 0:
             sleep(wait)
-        stream.accept_waveform(audio.rate, block)
-        fed += len(block) / audio.rate
-        drain()
-    stream.input_finished()
-    drain()
-    return result
+        job.feed_block()
+        while recognizer.is_ready(job.stream):
+            recognizer.decode([job.stream])
+        job.collect(on_event)
+    return job.result

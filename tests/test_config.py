@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -65,5 +66,5 @@ def test_paths_in_a_config_file_are_relative_to_it(tmp_path, monkeypatch):
 
 
 def test_search_config_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         SearchConfig().beam = 3

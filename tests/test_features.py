@@ -62,6 +62,10 @@ def test_drop_before_frees_old_frames_keeps_indices():
     (np.zeros(100, np.int32), "dtype int32"),
     (np.array([0.1, np.nan], np.float32), "NaN or infinity"),
     (np.array([0.1, np.inf], np.float32), "NaN or infinity"),
+    (np.array([0.1, -2.5], np.float32), r"must lie in \[-1, 1\] \(overshoot up to 2 is "
+                                        r"clipped\), got a peak of 2.5: not on the float scale"),
+    (np.array([0.1, 2.0000001], np.float64), r"must lie in \[-1, 1\]"),
+    (np.array([0.5, 20000.0], np.float32), "got a peak of 2e\\+04"),
     (np.zeros(0, np.float32), "empty waveform"),
     (np.zeros((2, 100), np.float32), "1-D mono"),
     ([0.0, 0.1], "numpy array"),
@@ -75,6 +79,37 @@ def test_bad_samples_rejected_and_stream_unchanged(samples, message):
     assert f.num_frames_ready == before
     f.accept_waveform(16000, test_audio(0.3, seed=8))  # still usable
     assert f.num_frames_ready > before
+
+
+@pytest.mark.parametrize("samples", [
+    np.array([-1.0, 0.0, 1.0], np.float32),  # full scale is allowed, not clipped
+    np.array([-32768, 32767], np.int16),
+])
+def test_full_scale_samples_accepted(samples):
+    f = StreamingFeatures(FeatureConfig())
+    f.accept_waveform(16000, samples)
+    assert f.num_samples_accepted == len(samples)
+
+
+def test_small_overshoot_is_clipped_to_full_scale():
+    from streamdec.features import as_float_samples
+
+    hot = np.array([0.5, 1.5, -2.0, 1.0000001], np.float32)
+    np.testing.assert_array_equal(as_float_samples(hot), [0.5, 1.0, -1.0, 1.0])
+    audio = test_audio(0.5, seed=10)
+    loud = audio * 3.0  # overshoots by up to ~1.7: decodes as the clipped audio does
+    assert np.abs(loud).max() <= 2.0
+    np.testing.assert_array_equal(compute_fbank(loud, 16000),
+                                  compute_fbank(np.clip(loud, -1, 1), 16000))
+
+
+def test_a_rejected_first_chunk_leaves_the_rate_unset():
+    f = StreamingFeatures(FeatureConfig())
+    with pytest.raises(AudioInputError, match="must lie in"):
+        f.accept_waveform(8000, np.full(80, 3.0, np.float32))
+    assert f.input_rate is None and f.num_samples_accepted == 0
+    f.accept_waveform(16000, test_audio(0.3, seed=9))  # another rate: still the first chunk
+    assert f.input_rate == 16000
 
 
 def test_rate_change_mid_stream_is_an_error():

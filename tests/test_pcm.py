@@ -52,3 +52,28 @@ def test_deinterleave():
     left, right = deinterleave(np.arange(6, dtype=np.float32), 2)
     assert left.tolist() == [0, 2, 4] and right.tolist() == [1, 3, 5]
     assert sample_size("mulaw") == 1
+
+
+def test_buffers_of_other_item_types_and_empty_data():
+    # a memoryview of int16 items is measured in bytes, not items
+    samples = np.array([1, -2, 300], dtype="<i2")
+    np.testing.assert_array_equal(decode_pcm(memoryview(samples), "s16le") * 32768,
+                                  np.array([1, -2, 300], np.float32))
+    assert decode_pcm(bytearray(b"\xff"), "mulaw").tolist() == [0.0]
+    assert decode_pcm(b"", "f32le").shape == (0,)
+
+
+def test_mulaw_round_trip_of_sox_encoded_speech(tmp_path):
+    import soundfile as sf
+
+    from model_factory import test_audio
+
+    audio = test_audio(0.5, seed=3, rate=8000)
+    wav = tmp_path / "a.wav"
+    sf.write(str(wav), audio, 8000, subtype="PCM_16")
+    ul = tmp_path / "a.ul"
+    subprocess.run(["sox", str(wav), "-t", "ul", str(ul)], check=True)
+    got = decode_pcm(ul.read_bytes(), "mulaw")
+    assert got.shape == audio.shape
+    # the largest mu-law step is 1024/32768 (top segment); quantisation error is half of it
+    np.testing.assert_allclose(got, audio, atol=512 / 32768 + 1 / 32768)

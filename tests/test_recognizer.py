@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from streamdec import EndpointConfig, EndpointRule, StreamStateError
+from streamdec import AudioInputError, EndpointConfig, EndpointRule, StreamStateError
 from model_factory import test_audio
 from conftest import make_recognizer
 from decode_utils import decode_in_pieces, decode_together, finals, key
@@ -112,7 +112,7 @@ def test_bad_chunk_does_not_disturb_the_stream(model_dirs):
     s = rec.create_stream()
     for i in range(0, len(AUDIO), 1600):
         if i == 16000:
-            with pytest.raises(Exception):
+            with pytest.raises(AudioInputError, match="NaN or infinity"):
                 s.accept_waveform(16000, np.full(100, np.nan, np.float32))
         s.accept_waveform(16000, AUDIO[i:i + 1600])
         while rec.is_ready(s):

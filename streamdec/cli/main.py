@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import __version__
 from ..errors import StreamdecError
 from . import transcribe
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="streamdec", description="Streaming speech transcription.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     transcribe.add_parser(sub)
     return p

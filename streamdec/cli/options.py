@@ -7,24 +7,44 @@ import argparse
 from dataclasses import replace
 
 from ..config import AppConfig, load_config
-from ..search.config import SEARCH_METHODS
+from ..models.config import ModelConfig
+from ..search.config import SEARCH_METHODS, SearchConfig
 
-__all__ = ["add_recognizer_options", "app_config_from_args"]
+__all__ = ["HelpFormatter", "add_recognizer_options", "app_config_from_args"]
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except None and False (an option whose default is
+    None says in its help what happens without it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def add_recognizer_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("recognizer")
+    g = p.add_argument_group("recognizer", "The defaults below are the built-in settings; "
+                             "--config replaces them and the options override both.")
     g.add_argument("--config", help="TOML config file, or a name in configs/ "
-                   "(default, telephony, low-latency)")
+                   "(default, telephony, low-latency) (default: none, the built-in settings)")
     g.add_argument("--model", metavar="DIR", help="model directory (default: the built-in model)")
-    g.add_argument("--backend", choices=("onnx", "torch"), help="inference backend")
+    g.add_argument("--backend", choices=("onnx", "torch"),
+                   help=f"inference backend (default: {ModelConfig.backend})")
     g.add_argument("--int8", action="store_true", default=None, help="use the *.int8.onnx files")
-    g.add_argument("--num-threads", type=int, help="threads per ONNX Runtime session")
-    g.add_argument("--search", choices=SEARCH_METHODS, help="search method")
-    g.add_argument("--beam", type=int, help="beam size / max active paths")
-    g.add_argument("--blank-penalty", type=float, help="subtracted from the blank logit")
-    g.add_argument("--hotwords-file", help="one phrase per line, optional ':score'")
-    g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token")
+    g.add_argument("--num-threads", type=int,
+                   help=f"threads per ONNX Runtime session (default: {ModelConfig.num_threads})")
+    g.add_argument("--search", choices=SEARCH_METHODS,
+                   help=f"search method (default: {SearchConfig.method})")
+    g.add_argument("--beam", type=int,
+                   help=f"beam size / max active paths (default: {SearchConfig.beam})")
+    g.add_argument("--blank-penalty", type=float, help="subtracted from the blank logit "
+                   f"(default: {SearchConfig.blank_penalty:g})")
+    beams = ", ".join(m for m in SEARCH_METHODS if m != "greedy")
+    g.add_argument("--hotwords-file", help="one phrase per line, optional ':score'; hotwords "
+                   f"need a beam search (--search {beams}), not greedy (default: none)")
+    g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token "
+                   f"(default: {SearchConfig.hotwords_score:g})")
     g.add_argument("--no-endpoint", action="store_true", help="never split into segments")
 
 

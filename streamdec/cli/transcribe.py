@@ -1,4 +1,5 @@
-"""``streamdec transcribe FILE...``: files in, transcripts out (text, jsonl, srt, vtt)."""
+"""``streamdec transcribe FILE...``: audio files (or standard input) in, transcripts out
+(text, jsonl, srt, vtt)."""
 
 from __future__ import annotations
 
@@ -10,30 +11,55 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from ..errors import StreamdecError
-from ..formats import FORMATS, event_json, subtitles, transcript
+from ..audio_file import STDIN, RawFormat
+from ..formats import (FORMATS, MAX_CUE_SECONDS, MAX_LINE_CHARS, MAX_LINES, event_json,
+                       subtitles, transcript)
+from ..pcm import ENCODINGS
 from ..recognizer import Recognizer
 from ..results import Result
 from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
-from .options import add_recognizer_options, app_config_from_args
+from .options import HelpFormatter, add_recognizer_options, app_config_from_args
+
+EPILOG = (
+    "One bad file fails alone. A file that cannot be read prints nothing on standard output "
+    "and an error naming it on standard error. A file damaged partway (a read error such as "
+    "a truncated FLAC's, NaN or infinite samples, float samples beyond +-2; overshoot up to "
+    "2 is clipped to [-1, 1]) keeps the transcript of the audio before the damage, with an "
+    "error saying where it stopped. Either makes the exit status 1. A file that holds less "
+    "audio than its header promises is transcribed as it is, with a warning, and leaves the "
+    "exit status 0. Exit status 2: unusable options, config or model, checked before any "
+    "audio is decoded.")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("transcribe", help="transcribe audio files",
+                       formatter_class=HelpFormatter, epilog=EPILOG,
                        description="Transcribe audio files (any format soundfile reads, any "
-                                   "sample rate) with the built-in or a given model.")
-    p.add_argument("files", nargs="+", metavar="FILE")
+                                   "sample rate, or headerless PCM) with the built-in or a "
+                                   "given model.")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=f"audio files; {STDIN} reads standard input (e.g. ffmpeg -i x.mp4 "
+                        f"-f wav - | streamdec transcribe -)")
     p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text: one line per file; jsonl: one object per partial/final event; "
-                        "srt/vtt: subtitles")
+                   help="text: the transcript, one line per file, each line starting with "
+                        "'FILE: ' when there are several files; jsonl: one object per "
+                        f"partial/final event; srt/vtt: subtitles, at most {MAX_LINES} lines "
+                        f"of {MAX_LINE_CHARS} characters and {MAX_CUE_SECONDS:g} s a cue")
     p.add_argument("--realtime", action="store_true",
                    help="pace the audio as if live and show partial results in place")
     p.add_argument("--output-dir", metavar="DIR",
-                   help="write one FILE_STEM.<format> per input instead of standard output")
+                   help="write one FILE_STEM.<format> per input (txt for text; 'stdin' for "
+                        f"{STDIN}); inputs whose output names would be the same are refused "
+                        "(default: all to standard output)")
     p.add_argument("--batch-size", type=int, default=8, help="files decoded at once")
     p.add_argument("--channel", type=int, metavar="N",
                    help="transcribe channel N (0-based) of multi-channel files, e.g. one side "
                         "of a stereo call recording (default: the channels' average)")
+    p.add_argument("--raw-rate", type=int, metavar="HZ",
+                   help="the inputs are headerless PCM at HZ samples a second, e.g. 8000 for "
+                        "telephone .ul files (default: inputs in a format soundfile reads)")
+    p.add_argument("--raw-encoding", choices=ENCODINGS,
+                   help="sample encoding of headerless PCM (needs --raw-rate; default: s16le)")
     p.add_argument("--stats", action="store_true", help="print the real-time factor to stderr")
     add_recognizer_options(p)
     p.set_defaults(run=run)
@@ -42,43 +68,81 @@ def add_parser(sub) -> None:
 class _LiveLine:
     """Shows the open segment's partial text on one terminal line, rewritten in place."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, prefix: bool) -> None:
         self.out = out
         self.tty = out.isatty()
+        self.prefix = prefix
 
     def __call__(self, file: str, event: Result) -> None:
+        text = f"{file}: {event.text}" if self.prefix else event.text
         if event.is_final:
             if self.tty:
                 self.out.write("\r\033[K")
             if event.text:
-                self.out.write(event.text + "\n")
+                self.out.write(text + "\n")
         elif self.tty:
             width = shutil.get_terminal_size().columns - 1
-            self.out.write("\r\033[K" + event.text[-width:])
+            self.out.write("\r\033[K" + text[-width:])
         self.out.flush()
 
 
-def _render(item: FileTranscription, fmt: str) -> str:
+def _output_name(path: str, fmt: str) -> str:
+    stem = "stdin" if path == STDIN else Path(path).stem
+    return f"{stem}.{'txt' if fmt == 'text' else fmt}"
+
+
+def _check_inputs(args: argparse.Namespace) -> str | None:
+    """What makes the inputs unusable together, or None: checked before any decoding."""
+    if args.batch_size < 1:
+        return "--batch-size must be >= 1"
+    if args.raw_encoding and args.raw_rate is None:
+        return "--raw-encoding needs --raw-rate"
+    if args.files.count(STDIN) > 1:
+        return f"standard input ({STDIN}) can be read only once"
+    if args.format in ("srt", "vtt") and len(args.files) > 1 and not args.output_dir:
+        return "--format srt/vtt with several files needs --output-dir"
+    if args.output_dir:
+        seen: dict[str, str] = {}  # output name (any case: some file systems ignore it)
+        for path in args.files:
+            name = _output_name(path, args.format)
+            if name.casefold() in seen:
+                return (f"--output-dir: {seen[name.casefold()]} and {path} would both be "
+                        f"written to {Path(args.output_dir) / name}")
+            seen[name.casefold()] = path
+    return None
+
+
+def _render(item: FileTranscription, fmt: str, prefix: bool) -> str:
     if fmt == "text":
-        return transcript(item.finals) + "\n"
+        text = transcript(item.finals)
+        return (f"{item.path}: {text}".rstrip() if prefix else text) + "\n"
     if fmt == "jsonl":
         return "".join(event_json(item.path, e) + "\n" for e in item.events)
     return subtitles(item.finals, fmt)
 
 
+def _report(item: FileTranscription) -> None:
+    """The input's warnings and error on stderr."""
+    for warning in item.warnings:
+        print(f"streamdec: warning: {warning}", file=sys.stderr)
+    if item.error is not None:
+        kept = "" if item.failed else "; the transcript covers the audio before it"
+        print(f"streamdec: error: {item.error}{kept}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     app = app_config_from_args(args)
-    if args.format in ("srt", "vtt") and len(args.files) > 1 and not args.output_dir:
-        print("streamdec: error: --format srt/vtt with several files needs --output-dir",
-              file=sys.stderr)
+    problem = _check_inputs(args)
+    if problem:
+        print(f"streamdec: error: {problem}", file=sys.stderr)
         return 2
-    if args.batch_size < 1:
-        print("streamdec: error: --batch-size must be >= 1", file=sys.stderr)
-        return 2
+    raw = (RawFormat(args.raw_rate, args.raw_encoding or "s16le")
+           if args.raw_rate is not None else None)
     recognizer = Recognizer(app.recognizer)
     out_dir = Path(args.output_dir) if args.output_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
+    prefix = len(args.files) > 1
     started = time.perf_counter()
     audio_seconds = 0.0
     failures = 0
@@ -88,17 +152,14 @@ def run(args: argparse.Namespace) -> int:
 
     def emit(item: FileTranscription) -> None:
         nonlocal audio_seconds, failures
-        if item.error is not None:
-            failures += 1
-            print(f"streamdec: {item.error}", file=sys.stderr)
-            return
+        _report(item)
+        failures += item.error is not None
         audio_seconds += item.duration
-        if live:
+        if live or item.failed:
             return
-        text = _render(item, args.format)
+        text = _render(item, args.format, prefix)
         if out_dir:
-            suffix = "txt" if args.format == "text" else args.format
-            (out_dir / f"{Path(item.path).stem}.{suffix}").write_text(text, encoding="utf-8")
+            (out_dir / _output_name(item.path, args.format)).write_text(text, encoding="utf-8")
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -106,22 +167,18 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime:
         on_event = None
         if live:
-            on_event = (_LiveLine(sys.stdout) if args.format == "text"
+            on_event = (_LiveLine(sys.stdout, prefix) if args.format == "text"
                         else lambda f, e: print(event_json(f, e), flush=True))
         for path in args.files:
-            try:
-                item = transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event,
-                                           args.channel)
-            except StreamdecError as e:  # one bad file must not stop the others
-                item = FileTranscription(str(path), error=e)
-            emit(item)
+            emit(transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event,
+                                     args.channel, raw))
     else:
         from tqdm import tqdm
 
         bar = tqdm(total=len(args.files), unit="file", disable=len(args.files) < 2 or None,
                    file=sys.stderr)
         for item in transcribe_files(recognizer, args.files, batch_size=args.batch_size,
-                                     channel=args.channel):
+                                     channel=args.channel, raw=raw):
             emit(item)
             bar.update(1)
         bar.close()
