@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
 
 from ..errors import StreamdecError
 from ..formats import FORMATS, event_json, subtitles, transcript
 from ..recognizer import Recognizer
-from ..results import Result
 from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
+from .live_line import LiveLine
 from .options import add_recognizer_options, app_config_from_args
 
 
@@ -37,25 +35,6 @@ def add_parser(sub) -> None:
     p.add_argument("--stats", action="store_true", help="print the real-time factor to stderr")
     add_recognizer_options(p)
     p.set_defaults(run=run)
-
-
-class _LiveLine:
-    """Shows the open segment's partial text on one terminal line, rewritten in place."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.tty = out.isatty()
-
-    def __call__(self, file: str, event: Result) -> None:
-        if event.is_final:
-            if self.tty:
-                self.out.write("\r\033[K")
-            if event.text:
-                self.out.write(event.text + "\n")
-        elif self.tty:
-            width = shutil.get_terminal_size().columns - 1
-            self.out.write("\r\033[K" + event.text[-width:])
-        self.out.flush()
 
 
 def _render(item: FileTranscription, fmt: str) -> str:
@@ -106,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime:
         on_event = None
         if live:
-            on_event = (_LiveLine(sys.stdout) if args.format == "text"
+            on_event = (LiveLine(sys.stdout) if args.format == "text"
                         else lambda f, e: print(event_json(f, e), flush=True))
         for path in args.files:
             try:
