@@ -287,3 +287,14 @@ def test_live_line_rewrites_the_partial_and_commits_finals_with_times(tty, shown
         line("pulse", r)
     assert out.text == shown
 
+
+@pytest.mark.slow
+def test_latency_benchmark_smoke(tmp_path):
+    out = tmp_path / "report.json"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "mic_latency.py"), "--smoke",
+                          "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    assert report["words"] >= 1 and len(report["utterances"]) == 1
+    assert {"median", "p90", "max"} == set(report["word_delay"])
+    assert report["block_seconds"] == 0.1 and report["model_chunk_seconds"] == 0.32
