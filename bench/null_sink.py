@@ -5,7 +5,9 @@ A private PulseAudio daemon (its own HOME and XDG_RUNTIME_DIR, so it never meets
 user's sound server) with one null sink: what ``paplay`` plays into the sink comes out of
 the sink's monitor, which ``streamdec mic`` captures through the ALSA ``pulse`` device
 (``PULSE_SOURCE`` names the monitor). Needs the Debian packages pulseaudio,
-pulseaudio-utils, libasound2-plugins and libportaudio2.
+pulseaudio-utils, libasound2-plugins and libportaudio2. A file at the sink's rate and
+format (mono 16-bit) comes through sample for sample, except that the monitor misses the
+first 45-90 ms of each playback (measured): start files with some silence.
 
     with NullSink(tmp_dir) as sink:
         run = caption_playback(sink, ["a.wav"], ["--format", "jsonl"])

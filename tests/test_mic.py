@@ -9,16 +9,19 @@ Why the comparison is exact and over the captured audio: the played file is at t
 own rate and format (44.1 kHz, 16-bit, mono), so PulseAudio passes its samples through
 unchanged, and the test checks that the saved capture is exactly those samples after the
 silence that preceded playback. The built-in model's text depends on where speech falls on
-the 10 ms frame grid (``examples/hello.wav`` after 0 to 4000 samples of lead-in silence
-gives 31 different transcripts over 42 offsets, up to 21% CER apart), so the reference is
-``transcribe`` of the same samples, lead-in included; on those, the live decode must give
-the very same tokens and times (chunking invariance through the engine).
+the 10 ms frame grid (with greedy search, ``examples/hello.wav`` after 0 to 4000 samples of
+lead-in silence gives 31 different transcripts over 42 offsets, up to 21% CER apart), so
+the reference is ``transcribe`` of the same samples, lead-in included; on those, the live
+decode must give the very same events, tokens and times (chunking invariance through the
+engine). PulseAudio drops the first 45-90 ms of each playback from the monitor (measured),
+hence the half second of silence before the speech in the played file.
 
 The messages for a missing PortAudio or sounddevice, an absent or unknown device and a
 busy device are checked too, each without a traceback.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -226,7 +229,7 @@ def test_no_input_device(tmp_path):
     (home / ".config" / "pulse").mkdir(parents=True)
     (home / ".config" / "pulse" / "client.conf").write_text("autospawn = no\n")
     (tmp_path / "run").mkdir(mode=0o700)
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PULSE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSE_")}
     env.update(HOME=str(home), XDG_RUNTIME_DIR=str(tmp_path / "run"))
     for args in ([], ["--list-devices"]):
         run = mic(env, *args)
@@ -248,7 +251,7 @@ def test_no_input_device(tmp_path):
 ])
 def test_portaudio_missing(tmp_path, stub, message):
     (tmp_path / "sounddevice.py").write_text(stub + "\n")
-    env = dict(__import__("os").environ, PYTHONPATH=str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     run = mic(env, "--list-devices")
     assert (run.returncode, run.stderr) == (2, message)
 
