@@ -9,9 +9,10 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # espeak-ng, flite, sox: test audio and the recipe smoke test; fortunes, fortunes-min,
 # wamerican: the recipe's training text (recipes/synthetic-en/make_text.py reads them);
-# libportaudio2, pulseaudio*: the microphone tests.
+# libportaudio2, pulseaudio, pulseaudio-utils (paplay, pactl), libasound2-plugins (the
+# ALSA "pulse" device): the microphone tests capture a PulseAudio null sink's monitor.
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
-      libportaudio2 pulseaudio pulseaudio-utils"
+      libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

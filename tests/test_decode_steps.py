@@ -60,7 +60,7 @@ def test_feeding_and_popping_between_gather_and_commit_loses_nothing(rec):
     want = finals(decode_in_pieces(rec, AUDIO, len(AUDIO)))
     s = rec.create_stream()
     events, pos, piece = [], 0, 2400
-    batch = None
+    batch, updates = None, None
     while not s.done:
         if pos < len(AUDIO):  # audio arrives while the batch is "being decoded"
             s.accept_waveform(16000, AUDIO[pos:pos + piece])

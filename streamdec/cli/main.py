@@ -7,7 +7,7 @@ import sys
 
 from .. import __version__
 from ..errors import StreamdecError
-from . import transcribe
+from . import mic, transcribe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     transcribe.add_parser(sub)
+    mic.add_parser(sub)
     return p
 
 

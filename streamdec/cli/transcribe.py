@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
 
 from ..audio_file import STDIN, RawFormat
 from ..formats import (FORMATS, MAX_CUE_SECONDS, MAX_LINE_CHARS, MAX_LINES, event_json,
                        subtitles, transcript)
 from ..pcm import ENCODINGS
 from ..recognizer import Recognizer
-from ..results import Result
 from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
+from .live_line import LiveLine
 from .options import HelpFormatter, add_recognizer_options, app_config_from_args
 
 EPILOG = (
@@ -63,27 +61,6 @@ def add_parser(sub) -> None:
     p.add_argument("--stats", action="store_true", help="print the real-time factor to stderr")
     add_recognizer_options(p)
     p.set_defaults(run=run)
-
-
-class _LiveLine:
-    """Shows the open segment's partial text on one terminal line, rewritten in place."""
-
-    def __init__(self, out: TextIO, prefix: bool) -> None:
-        self.out = out
-        self.tty = out.isatty()
-        self.prefix = prefix
-
-    def __call__(self, file: str, event: Result) -> None:
-        text = f"{file}: {event.text}" if self.prefix else event.text
-        if event.is_final:
-            if self.tty:
-                self.out.write("\r\033[K")
-            if event.text:
-                self.out.write(text + "\n")
-        elif self.tty:
-            width = shutil.get_terminal_size().columns - 1
-            self.out.write("\r\033[K" + text[-width:])
-        self.out.flush()
 
 
 def _output_name(path: str, fmt: str) -> str:
@@ -167,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime:
         on_event = None
         if live:
-            on_event = (_LiveLine(sys.stdout, prefix) if args.format == "text"
+            on_event = (LiveLine(sys.stdout, prefix=prefix) if args.format == "text"
                         else lambda f, e: print(event_json(f, e), flush=True))
         for path in args.files:
             emit(transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event,

@@ -1,0 +1,55 @@
+"""Live captions on a terminal: the open segment's partial text on one line, rewritten in
+place, and each final committed as a line of its own. Off a terminal (a pipe, a file) only
+the finals are written."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TextIO
+
+from ..results import Result
+
+__all__ = ["LiveLine"]
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(max(0.0, seconds), 60)
+    return f"{int(minutes):02d}:{seconds:05.2f}"
+
+
+def final_times(result: Result) -> tuple[float, float]:
+    """Seconds from the stream start when the final's words begin and end (its whole
+    segment when it has no words)."""
+    if result.words:
+        return result.words[0].start, result.words[-1].end
+    return result.start_time, result.end_time
+
+
+class LiveLine:
+    """Shows results as they come: ``line(source, result)``. With ``times`` each final line
+    starts with ``[mm:ss.ss - mm:ss.ss]``, when its words began and ended; with ``prefix``
+    each line starts with ``source: `` (several files)."""
+
+    def __init__(self, out: TextIO, times: bool = False, prefix: bool = False) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.times = times
+        self.prefix = prefix
+
+    def __call__(self, source: str, event: Result) -> None:
+        text = f"{source}: {event.text}" if self.prefix else event.text
+        if event.is_final:
+            if self.tty:
+                self.out.write("\r\033[K")
+            if event.text:
+                self.out.write(self._final(event, text) + "\n")
+        elif self.tty:
+            width = shutil.get_terminal_size().columns - 1
+            self.out.write("\r\033[K" + text[-width:])
+        self.out.flush()
+
+    def _final(self, event: Result, text: str) -> str:
+        if not self.times:
+            return text
+        start, end = final_times(event)
+        return f"[{_clock(start)} - {_clock(end)}] {text}"
