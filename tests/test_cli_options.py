@@ -40,3 +40,23 @@ def test_an_unusable_hotword_is_one_error_before_decoding(capsys, wavs, model_di
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("error") == 1 and "'QUIZ': the model has no unit for Q, U, Z" in err
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """``streamdec transcribe ... | head -1``: no traceback when the reader goes away."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    paths = []
+    for n in range(30):
+        p = tmp_path / f"s{n}.wav"
+        sf.write(str(p), np.zeros(1600, np.float32), 16000)
+        paths.append(str(p))
+    script = (f"{sys.executable} -m streamdec transcribe --format jsonl {' '.join(paths)}"
+              " | head -c 10")
+    run = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True,
+                         text=True, timeout=120)
+    assert "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr, run.stderr
+    assert len(run.stdout) == 10
