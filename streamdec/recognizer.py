@@ -30,6 +30,7 @@ from .search import DecoderCache, Search, SearchConfig, make_search
 from .search.base import Hypothesis, SearchState
 from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
                                    read_hotwords_file)
+from .search.word_graph import WordGraph, WordOptions
 from .stream import Stream
 from .tokens import SymbolTable
 
@@ -61,6 +62,7 @@ class Recognizer:
         self._searches: dict[SearchConfig, Search] = {}
         self._file_hotwords: dict[tuple, list[tuple[str, float]]] = {}
         self._file_graphs: dict[tuple, ContextGraph | None] = {}
+        self._word_graphs: dict[tuple, WordGraph] = {}
 
     def search_for(self, config: SearchConfig) -> Search:
         """The shared search object of one configuration."""
@@ -71,17 +73,44 @@ class Recognizer:
         return search
 
     def create_stream(self, search: SearchConfig | None = None,
-                      hotwords: Sequence[str] = ()) -> Stream:
+                      hotwords: Sequence[str] = (),
+                      phrases: Sequence[str] | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
 
         ``hotwords``: phrases (``phrase`` or ``phrase :score``) biased in this stream, on top
         of those of ``search.hotwords_file``; they need a beam search (ConfigError with
-        greedy) and units of the model (TokenizeError)."""
+        greedy) and units of the model (TokenizeError).
+
+        ``phrases``: grammar mode: the stream recognises only these phrases, one or more in
+        a row (Vosk's ``phrase_list``/grammar, e.g. ``["yes", "no", "[unk]"]``); ``[unk]``
+        lets anything else through, shown as ``[unk]`` and costing ``search.unk_penalty``.
+        Replaces ``search.lang_dir`` for this stream; needs a beam search."""
         config = search or self.config.search
         s = self.search_for(config)
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
                       encoder_states=self.model.state_layout.initial(), search=s,
-                      search_state=s.init_state(graph=self._hotwords(config, hotwords)))
+                      search_state=s.init_state(graph=self._hotwords(config, hotwords),
+                                                words=self._words(config, phrases)))
+
+    def _words(self, config: SearchConfig, phrases: Sequence[str] | None) -> WordGraph | None:
+        """The word graph of a stream: its grammar, or the config's lang directory (one
+        graph shared by every stream of that configuration)."""
+        if phrases is not None:
+            from .search.grammar import grammar_graph
+
+            return grammar_graph(list(phrases), self.symbols, config.unk_penalty,
+                                 config.word_bonus)
+        if not config.lang_dir:
+            return None
+        options = WordOptions(lm_scale=config.word_lm_scale, word_bonus=config.word_bonus,
+                              lookahead=config.word_lookahead, allow_oov=config.allow_oov,
+                              unk_penalty=config.unk_penalty)
+        key = (config.lang_dir, options)
+        if key not in self._word_graphs:
+            from .lang.lang_dir import load_word_graph
+
+            self._word_graphs[key] = load_word_graph(config.lang_dir, self.symbols, options)
+        return self._word_graphs[key]
 
     def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:
         """The hotwords graph of a stream: the config's file plus ``extra`` phrases."""
@@ -134,9 +163,14 @@ class Recognizer:
     def _result(self, stream: Stream, hyp: Hypothesis, is_final: bool,
                 is_eof: bool = False) -> Result:
         st = stream.search_state
+        words = getattr(st, "words", None)
+        unknown = None
+        if words is not None and words.unk_text is not None:
+            unknown = [not known for known in words.word_is_known(hyp.tokens)]
         return make_result(hyp, self.symbols, self.meta, segment=stream.segment,
                            segment_start=st.segment_start, frame_offset=st.frame_offset,
-                           is_final=is_final, is_eof=is_eof)
+                           is_final=is_final, is_eof=is_eof, unknown_words=unknown,
+                           unknown_text=words.unk_text if unknown else None)
 
     def _update_segment(self, stream: Stream) -> None:
         search, st = stream.search, stream.search_state

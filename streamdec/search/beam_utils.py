@@ -14,7 +14,8 @@ Conventions every beam search follows:
   scores of token extensions *before* pruning; children scored ``-inf`` are never made.
 - At the end of a segment (``finalize``) a partial hotword match is refunded and the word
   graph completes the last word (``WordGraph.end_score``); a hypothesis that cannot end on
-  a word is dropped (all of them: the beam is returned without the word scores).
+  a word is dropped, unless none can: then the beam is ranked as it is (the segment was
+  closed inside a word, which keeps its spelled prefix).
 - Equal token sequences merge by log-add-exp; the merged hypothesis keeps the frames,
   log-probs and graph state of its best single member (ties: the first one seen).
 - Ranking for ``partial``/``finalize``: ``Hypothesis.normalized_score``: score divided by
