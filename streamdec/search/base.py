@@ -106,6 +106,10 @@ class Search(abc.ABC, Generic[S]):
         self.unk_id = unk_id if config.unk_as_blank else None
         self.decoder_cache = decoder_cache or DecoderCache(model, config.decoder_cache_size)
         self.lm = None  # NeuralLm for shallow fusion (beam searches with config.lm_file)
+        if config.lm_file:
+            from .neural_lm import NeuralLm
+
+            self.lm = NeuralLm(config.lm_file, meta.vocab_size)
 
     # -- helpers shared by the searches --------------------------------------------------
     def scores(self, encoder_frames: np.ndarray, decoder_out: np.ndarray
