@@ -16,7 +16,8 @@ once, search (one batched step per search method), unstack, scatter events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -68,9 +69,19 @@ class Recognizer:
         """The shared search object of one configuration."""
         search = self._searches.get(config)
         if search is None:
-            search = make_search(self.model, config, self._decoder_cache, self.symbols.unk_id)
+            resolved = replace(config, lm_file=self.model_file(config.lm_file))
+            search = make_search(self.model, resolved, self._decoder_cache, self.symbols.unk_id)
             self._searches[config] = search
         return search
+
+    def model_file(self, path: str | None) -> str | None:
+        """A relative ``lang_dir``/``lm_file`` names a path inside the model directory when
+        it exists there (the built-in model ships ``lang/`` and ``lm.onnx``), else a path
+        relative to the working directory."""
+        if not path or Path(path).is_absolute():
+            return path
+        inside = self.config.model.path / path
+        return str(inside) if inside.exists() else path
 
     def create_stream(self, search: SearchConfig | None = None,
                       hotwords: Sequence[str] = (),
@@ -99,17 +110,19 @@ class Recognizer:
             from .search.grammar import grammar_graph
 
             return grammar_graph(list(phrases), self.symbols, config.unk_penalty,
-                                 config.word_bonus)
+                                 config.word_bonus, config.unk_unit_penalty)
         if not config.lang_dir:
             return None
         options = WordOptions(lm_scale=config.word_lm_scale, word_bonus=config.word_bonus,
                               lookahead=config.word_lookahead, allow_oov=config.allow_oov,
-                              unk_penalty=config.unk_penalty)
+                              unk_penalty=config.unk_penalty,
+                              unk_unit_penalty=config.unk_unit_penalty)
         key = (config.lang_dir, options)
         if key not in self._word_graphs:
             from .lang.lang_dir import load_word_graph
 
-            self._word_graphs[key] = load_word_graph(config.lang_dir, self.symbols, options)
+            self._word_graphs[key] = load_word_graph(self.model_file(config.lang_dir),
+                                                     self.symbols, options)
         return self._word_graphs[key]
 
     def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:

@@ -15,7 +15,7 @@ __all__ = ["add_recognizer_options", "app_config_from_args"]
 def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("recognizer")
     g.add_argument("--config", help="TOML config file, or a name in configs/ "
-                   "(default, telephony, low-latency)")
+                   "(default, telephony, low-latency, accurate)")
     g.add_argument("--model", metavar="DIR", help="model directory (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"), help="inference backend")
     g.add_argument("--int8", action="store_true", default=None, help="use the *.int8.onnx files")
@@ -25,6 +25,15 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--blank-penalty", type=float, help="subtracted from the blank logit")
     g.add_argument("--hotwords-file", help="one phrase per line, optional ':score'")
     g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token")
+    g.add_argument("--lang", metavar="DIR", help="words: a lang directory (lexicon or "
+                   "words.txt, and G.arpa) that constrains a beam search to its words")
+    g.add_argument("--word-lm-scale", type=float, help="weight of the word n-gram (--lang)")
+    g.add_argument("--word-bonus", type=float, help="added per word (--lang)")
+    g.add_argument("--allow-oov", action="store_true", default=None,
+                   help="let words outside the lexicon through, each paying --unk-penalty")
+    g.add_argument("--unk-penalty", type=float, help="cost of an unknown word (--allow-oov)")
+    g.add_argument("--lm", metavar="FILE", help="neural unit LM (ONNX) for shallow fusion")
+    g.add_argument("--lm-scale", type=float, help="weight of the neural LM (--lm)")
     g.add_argument("--no-endpoint", action="store_true", help="never split into segments")
 
 
@@ -43,6 +52,9 @@ def app_config_from_args(args: argparse.Namespace) -> AppConfig:
                         num_threads=args.num_threads),
         search=_override(rec.search, method=args.search, beam=args.beam,
                          blank_penalty=args.blank_penalty, hotwords_file=args.hotwords_file,
-                         hotwords_score=args.hotwords_score),
+                         hotwords_score=args.hotwords_score, lang_dir=args.lang,
+                         word_lm_scale=args.word_lm_scale, word_bonus=args.word_bonus,
+                         allow_oov=args.allow_oov, unk_penalty=args.unk_penalty,
+                         lm_file=args.lm, lm_scale=args.lm_scale),
         endpoint=_override(rec.endpoint, enabled=False if args.no_endpoint else None))
     return replace(app, recognizer=rec)

@@ -133,14 +133,18 @@ def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
         bonus[:, list(blank_ids)] = 0.0
         total[rows] += bonus
     word_next = None
-    rows = [r for r, w in enumerate(words or ()) if w is not None]
-    if rows:
+    by_graph: dict[int, list[int]] = {}
+    for r, w in enumerate(words or ()):
+        if w is not None:
+            by_graph.setdefault(id(w), []).append(r)
+    if by_graph:
         n, v = total.shape
         word_next = (np.zeros((n, v), np.int64), np.zeros((n, v), np.int64))
-        for r in rows:  # one row per hypothesis, cached in its graph
-            bonus, nxt_node, nxt_state = words[r].rows([hyps[r].word_node], [hyps[r].lm_state])
-            total[r] += bonus[0]
-            word_next[0][r], word_next[1][r] = nxt_node[0], nxt_state[0]
+        for rows in by_graph.values():  # one call per graph for its hypotheses
+            bonus, nxt_node, nxt_state = words[rows[0]].rows(
+                [hyps[r].word_node for r in rows], [hyps[r].lm_state for r in rows])
+            total[rows] += bonus
+            word_next[0][rows], word_next[1][rows] = nxt_node, nxt_state
     if lm is not None:
         fused = lm.log_probs(hyps) * search.config.lm_scale
         fused[:, list(blank_ids)] = 0.0

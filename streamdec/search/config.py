@@ -57,6 +57,8 @@ class SearchConfig:
     # <unk> probability
     allow_oov: bool = False
     unk_penalty: float = 5.0
+    # and per unit spelled outside the lexicon (keeps an unknown word from running on)
+    unk_unit_penalty: float = 1.0
     # neural LM shallow fusion: an ONNX unit LM (streamdec.search.neural_lm) and its weight
     lm_file: str | None = None
     lm_scale: float = 0.3
@@ -74,7 +76,7 @@ class SearchConfig:
         for name in ("hotwords_file", "lang_dir", "lm_file"):
             if getattr(self, name) and self.method == "greedy":
                 raise ConfigError(f"search.{name} needs a beam search method, not greedy")
-        for name in ("word_lm_scale", "unk_penalty", "lm_scale"):
+        for name in ("word_lm_scale", "unk_penalty", "unk_unit_penalty", "lm_scale"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"search.{name} must be >= 0, got {getattr(self, name)}")
         if not self.temperature > 0:

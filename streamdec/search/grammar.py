@@ -76,7 +76,8 @@ class Grammar:
         return 0.0
 
 
-def grammar_graph(phrases: Sequence[str], symbols, unk_penalty: float, word_bonus: float = 0.0):
+def grammar_graph(phrases: Sequence[str], symbols, unk_penalty: float, word_bonus: float = 0.0,
+                  unk_unit_penalty: float = 0.0):
     """The ``WordGraph`` of a phrase list: its words spelled with the model's units
     (``symbols``), ``[unk]`` enabling the unknown-word path (shown as ``[unk]``).
     Raises TokenizeError for a word the units cannot write."""
@@ -92,5 +93,6 @@ def grammar_graph(phrases: Sequence[str], symbols, unk_penalty: float, word_bonu
     if not lexicon:
         raise ConfigError("grammar: needs at least one phrase besides [unk]")
     options = WordOptions(lm_scale=1.0, word_bonus=word_bonus, lookahead=False,
-                          allow_oov=grammar.unk is not None, unk_penalty=unk_penalty)
+                          allow_oov=grammar.unk is not None, unk_penalty=unk_penalty,
+                          unk_unit_penalty=unk_unit_penalty)
     return WordGraph.build(lexicon, grammar, symbols, options, unk_text=UNK_PHRASE)

@@ -25,9 +25,13 @@ not write it at an utterance start). After a completed word the next word must b
 a boundary unit.
 
 Open vocabulary (``allow_oov``): a unit with no way on in the tree enters the unknown-word
-node (the look-ahead is given back); a word-start unit there, or at any node that is not a
-word end, completes an unknown word scored ``s * log p(<unk> | state) + word_bonus -
-unk_penalty``.
+node: the look-ahead is given back and the unknown word's score ``s * log p(<unk> | state)
++ word_bonus - unk_penalty`` is paid at once (paid only when the word ended, it would make
+unknown words look cheap until then, and the beam would fill with them); a word-start
+unit there completes it. A word-start unit at a node that is not a word end completes an
+unknown word with the same score. Each unit spelled in the unknown-word node costs
+``unk_unit_penalty`` more, so that one unknown "word" without boundaries cannot swallow a
+sentence at the price of one.
 
     graph = WordGraph.build(lexicon, lm, symbols, WordOptions(lm_scale=0.5))
     bonus, nxt_node, nxt_state = graph.rows(nodes, states)   # (n, V) each
@@ -76,12 +80,14 @@ class WordOptions:
     lookahead: bool = True  # unigram look-ahead inside words
     allow_oov: bool = False  # words outside the lexicon, spelled freely
     unk_penalty: float = 5.0  # subtracted per unknown word (with allow_oov)
+    unk_unit_penalty: float = 0.0  # subtracted per unit of an unknown word (with allow_oov)
 
     def __post_init__(self) -> None:
         if self.lm_scale < 0:
             raise ConfigError(f"word LM scale must be >= 0, got {self.lm_scale}")
-        if self.unk_penalty < 0:
-            raise ConfigError(f"unk penalty must be >= 0, got {self.unk_penalty}")
+        if self.unk_penalty < 0 or self.unk_unit_penalty < 0:
+            raise ConfigError(f"unk penalties must be >= 0, got {self.unk_penalty}, "
+                              f"{self.unk_unit_penalty}")
 
 
 class WordGraph:
@@ -104,9 +110,19 @@ class WordGraph:
         self.root = 1
         self.oov_node = len(children)  # inside an unknown word
         self.unk_text = unk_text  # how unknown words are shown (None: as spelled)
-        self._cache: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = \
-            OrderedDict()
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # node -> (2, V) row
         self._lock = threading.Lock()
+        # a completed word goes on with each word-start unit: its score and node (an unknown
+        # word when the unit begins no lexicon word and allow_oov)
+        oov = options.allow_oov and lm.unk is not None
+        score, node = [], []
+        for t in self._word_starts:
+            c = children[1].get(t)
+            score.append(options.lm_scale * lookahead[c] if c is not None else
+                         (0.0 if oov else NEG_INF))
+            node.append(c if c is not None else (self.oov_node if oov else 1))
+        self._start_score = np.array(score, np.float64)
+        self._start_node = np.array(node, np.int64)
 
     # -- building ----------------------------------------------------------------------
     @classmethod
@@ -175,10 +191,17 @@ class WordGraph:
         """(node, LM state) of a segment start."""
         return self.start_node, self.lm.start
 
+    def _unk_cost(self, state: int) -> float:
+        """What an unknown word scores in LM state ``state``, paid when it starts."""
+        o = self.options
+        return o.lm_scale * self.lm.score(state, self.lm.unk)[0] + o.word_bonus - o.unk_penalty
+
     def _complete(self, node: int, state: int) -> tuple[float, int]:
         """(score, next LM state) of completing the word at ``node``; -inf if none."""
         o, la = self.options, self._la[node]
-        if node != self.oov_node and self._words[node]:
+        if node == self.oov_node:  # its score was paid when it started
+            return 0.0, self.lm.score(state, self.lm.unk)[1]
+        if self._words[node]:
             best = max(self.lm.score(state, w) for w in self._words[node])
             return o.lm_scale * (best[0] - la) + o.word_bonus, best[1]
         if o.allow_oov and node not in self._empty and self.lm.unk is not None:
@@ -186,67 +209,69 @@ class WordGraph:
             return o.lm_scale * (lp - la) + o.word_bonus - o.unk_penalty, nxt
         return NEG_INF, state
 
-    def _row(self, node: int, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        key = (node, state)
-        row = self._cache.get(key)
+    def _static(self, node: int) -> np.ndarray:
+        """(2, V) float64: the score and next node of every unit from ``node`` that does not
+        depend on the LM state; word-start units are filled in by ``rows`` (-inf here
+        unless they move inside the tree)."""
+        row = self._cache.get(node)
         if row is not None:
             return row
         s, la = self.options.lm_scale, self._la[node]
-        bonus = np.full(self.vocab_size, NEG_INF, np.float32)
-        nxt_node = np.full(self.vocab_size, node, np.int64)
-        nxt_state = np.full(self.vocab_size, state, np.int64)
-        bonus[list(self._blank_ids)] = 0.0
+        row = np.empty((2, self.vocab_size), np.float64)
+        bonus, nxt = row[0], row[1]
+        bonus[:], nxt[:] = NEG_INF, node
         oov = self.options.allow_oov and self.lm.unk is not None
+        unit_cost = self.options.unk_unit_penalty
         if node == self.oov_node:
-            bonus[:] = 0.0
+            bonus[:] = -unit_cost
         elif oov:  # any unit with no way on in the tree starts an unknown word
-            bonus[:] = -s * la
-            nxt_node[:] = self.oov_node
-            bonus[list(self._blank_ids)] = 0.0
-            nxt_node[list(self._blank_ids)] = node
+            bonus[:], nxt[:] = -s * la - unit_cost, self.oov_node
         children = self._children[node] if node != self.oov_node else {}
+        starts = list(self._word_starts)
+        bonus[starts], nxt[starts] = NEG_INF, node
         for t, c in children.items():
-            bonus[t] = s * (self._la[c] - la)
-            nxt_node[t] = c
-        if node not in (0,):
-            done, after = self._complete(node, state)
-            for t in self._word_starts:
-                if node != 1 and t in children:
-                    continue
-                c = self._children[1].get(t)
-                if c is None and oov and done != NEG_INF:  # begins no lexicon word
-                    bonus[t], nxt_node[t], nxt_state[t] = done, self.oov_node, after
-                    continue
-                if c is None or done == NEG_INF:
-                    bonus[t] = NEG_INF
-                    nxt_node[t] = node
-                    continue
-                bonus[t] = done + s * self._la[c]
-                nxt_node[t], nxt_state[t] = c, after
-        elif oov:
-            for t in self._word_starts:
-                if t not in children:
-                    bonus[t] = NEG_INF
-                    nxt_node[t] = node
-        row = (bonus, nxt_node, nxt_state)
+            bonus[t], nxt[t] = s * (self._la[c] - la), c
+        bonus[list(self._blank_ids)], nxt[list(self._blank_ids)] = 0.0, node
         with self._lock:
-            self._cache[key] = row
+            self._cache[node] = row
             if len(self._cache) > _ROW_CACHE:
                 self._cache.popitem(last=False)
         return row
 
+    def _can_complete(self, node: int) -> bool:
+        return node != self.start_node and node not in self._empty
+
     def rows(self, nodes: Sequence[int], states: Sequence[int]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(bonus (n, V) float32, next node (n, V), next LM state (n, V)) of every next
-        unit for hypotheses at (nodes[r], states[r])."""
-        got = [self._row(n, s) for n, s in zip(nodes, states)]
-        return (np.stack([g[0] for g in got]), np.stack([g[1] for g in got]),
-                np.stack([g[2] for g in got]))
+        """(score (n, V) float64, next node (n, V) int64, next LM state (n, V) int64) of
+        every next unit for hypotheses at (nodes[r], states[r])."""
+        static = np.stack([self._static(n) for n in nodes])
+        bonus = static[:, 0]
+        nxt_node = static[:, 1].astype(np.int64)
+        nxt_state = np.repeat(np.asarray(states, np.int64)[:, None], self.vocab_size, axis=1)
+        if self.options.allow_oov and self.lm.unk is not None:  # units starting unknown words
+            enter = (nxt_node == self.oov_node) & (np.asarray(nodes) != self.oov_node)[:, None]
+            rows = np.nonzero(enter.any(axis=1))[0]
+            if len(rows):
+                cost = np.array([self._unk_cost(states[r]) for r in rows])
+                bonus[rows] += np.where(enter[rows], cost[:, None], 0.0)
+        todo = [r for r, n in enumerate(nodes) if self._can_complete(n)]
+        if todo:
+            done = [self._complete(nodes[r], states[r]) for r in todo]
+            score = np.array([d[0] for d in done])
+            ok = score != NEG_INF
+            rows = np.array(todo)[ok]
+            if len(rows):
+                cols = np.array(self._word_starts)
+                bonus[np.ix_(rows, cols)] = score[ok][:, None] + self._start_score[None, :]
+                nxt_node[np.ix_(rows, cols)] = self._start_node[None, :]
+                nxt_state[np.ix_(rows, cols)] = np.array([d[1] for d in done])[ok][:, None]
+        return bonus, nxt_node, nxt_state
 
     def next(self, node: int, state: int, token: int) -> tuple[int, int]:
         """(node, LM state) after ``token``."""
-        _, nn, ns = self._row(node, state)
-        return int(nn[token]), int(ns[token])
+        _, nn, ns = self.rows([node], [state])
+        return int(nn[0, token]), int(ns[0, token])
 
     def end_score(self, node: int, state: int) -> float:
         """What ending the segment at (node, state) adds: the last word completed and
