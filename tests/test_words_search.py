@@ -203,6 +203,17 @@ def test_unknown_words_pay_the_penalty_and_the_unk_probability():
     assert total == pytest.approx(s * LN10 * (-3.0 - 1.0) - pen, abs=1e-5)
     without = WordGraph.build(spell("A", "C"), lm, SYMS, WordOptions(lm_scale=s))
     assert walk(without, [B2])[0] == -math.inf
+    # per unit spelled outside the lexicon: "BB" costs two units more, "A" then B one
+    per_unit = WordGraph.build(spell("A", "C"), lm, SYMS, WordOptions(
+        lm_scale=s, allow_oov=True, unk_penalty=pen, unk_unit_penalty=0.75))
+    for tokens, units in (([B2, B2, B_, C_], 2), ([B_, A_, B2], 1)):
+        base, n0, s0 = walk(g, tokens)
+        more, n1, s1 = walk(per_unit, tokens)
+        assert more + per_unit.end_score(n1, s1) == pytest.approx(
+            base + g.end_score(n0, s0) - 0.75 * units, abs=1e-5)
+    # the unknown word's score is paid when it starts, not when it ends
+    first, _, _ = walk(g, [B2])
+    assert first == pytest.approx(s * LN10 * -3.0 - pen, abs=1e-5)
 
 
 def test_grammar_accepts_its_phrases_in_a_row_and_nothing_else():
