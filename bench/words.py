@@ -10,7 +10,9 @@ Rows (``--rows``, comma-separated, default all):
 - ``accurate``: ``configs/accurate.toml`` (``--config accurate``);
 - ``accurate_no_lm``: the same search and beam as ``accurate`` without its lang directory
   and neural LM (the RTF yardstick);
-- ``lexicon_only``, ``ngram_only``, ``neural_only``, ``modified_beam_words``: what each
+- ``lexicon_only`` (word LM scale 0), ``closed_vocabulary`` (no unknown words),
+  ``words_and_neural`` (+ the neural unit LM), ``neural_only`` (the neural LM without
+  words), ``modified_beam_words`` (the accurate words with modified beam search): what each
   part adds (see ``ROWS``).
 ``--extra NAME=JSON`` adds a row of [search] keys on top of the accurate config.
 
@@ -46,8 +48,9 @@ ROWS = {
     "accurate": {},
     "accurate_no_lm": {"lang_dir": None, "lm_file": None},
     "lexicon_only": {"lm_file": None, "word_lm_scale": 0.0},
-    "ngram_only": {"lm_file": None},
-    "neural_only": {"lang_dir": None},
+    "closed_vocabulary": {"allow_oov": False},
+    "words_and_neural": {"lm_file": "lm.onnx", "lm_scale": 0.15},
+    "neural_only": {"lang_dir": None, "lm_file": "lm.onnx", "lm_scale": 0.3},
     "modified_beam_words": {"method": "modified_beam"},
 }
 

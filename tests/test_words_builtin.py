@@ -1,4 +1,4 @@
-"""Words with the built-in model (streamdec/assets/synthetic-en and its lang/ and lm.onnx):
+"""Words with the built-in model (streamdec/assets/synthetic-en and its lang/):
 ``--config accurate`` beats the best search without words on espeak dev utterances, and
 grammar mode recognises yes / no / digit strings from a list and shows everything else as
 ``[unk]``. Speech comes from espeak-ng with a voice variant training never used."""
@@ -33,11 +33,11 @@ def test_accurate_config_beats_the_best_search_without_words(accurate):
     utts = dev_set("espeak", NUM_UTTS)
     refs = {u.utt: u.text for u in utts}
     config = accurate.config.search
-    assert config.lang_dir and config.lm_file  # it uses the shipped lang/ and lm.onnx
+    assert config.lang_dir == "lang" and config.method == "alsd"  # the shipped lang/
     words = error_rates(refs, transcribe(accurate, utts, config))["wer"]
     plain = error_rates(refs, transcribe(accurate, utts, SearchConfig(method="alsd")))["wer"]
-    # measured on these 40 utterances: see MODEL.md ("Words") for the whole dev sets
-    assert words <= plain - 0.10, (words, plain)
+    # measured on these 40 utterances: 23.8% against 46.3% (MODEL.md, "Words": whole sets)
+    assert words <= plain - 0.15, (words, plain)
 
 
 @pytest.fixture(scope="module")
