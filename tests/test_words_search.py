@@ -239,3 +239,33 @@ def test_searches_without_word_support_refuse_a_word_graph(rec, lang):
     graph = WordGraph.build(spell("A"), g, SYMS, WordOptions())
     with pytest.raises(ConfigError):
         greedy.init_state(words=graph)
+
+
+@pytest.mark.parametrize("method", ["modified_beam", "alsd"])
+def test_word_options_without_a_lang_directory_change_nothing(rec, method):
+    plain = finals(decode_in_pieces(rec, AUDIO, 777, search=SearchConfig(method=method, beam=3)))
+    idle = SearchConfig(method=method, beam=3, word_lm_scale=0.9, word_bonus=2.0,
+                        allow_oov=True, unk_penalty=1.0, unk_unit_penalty=0.5, lm_scale=0.8)
+    got = finals(decode_in_pieces(rec, AUDIO, 777, search=idle))
+    assert key(got) == key(plain)
+    assert [r.score for r in got] == [r.score for r in plain]
+
+
+def test_transcribe_command_with_a_lang_directory(model_dirs, lang, tmp_path, capsys):
+    import json
+
+    import soundfile as sf
+
+    from streamdec.cli.main import main
+
+    wav = tmp_path / "a.wav"
+    sf.write(str(wav), AUDIO, 16000)
+    assert main(["transcribe", str(wav), "--model", str(model_dirs["zipformer2"]),
+                 "--search", "alsd", "--beam", "3", "--lang", str(lang), "--word-bonus", "0.5",
+                 "--format", "jsonl", "--no-endpoint"]) == 0
+    final = [json.loads(line) for line in capsys.readouterr().out.splitlines()][-1]
+    words = [w["word"] for w in final["words"]]
+    assert words and set(words[:-1]) <= set(LEXICON)
+    assert main(["transcribe", str(wav), "--model", str(model_dirs["zipformer2"]),
+                 "--lang", str(lang)]) == 2  # greedy cannot use words: a clear error
+    assert "beam search" in capsys.readouterr().err
