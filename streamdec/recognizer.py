@@ -37,6 +37,8 @@ from .tokens import SymbolTable
 
 __all__ = ["Recognizer", "RecognizerConfig"]
 
+_GRAMMAR_CACHE = 64  # phrase-list graphs kept for reuse (oldest dropped first)
+
 
 @dataclass(frozen=True)
 class RecognizerConfig:
@@ -106,11 +108,20 @@ class Recognizer:
     def _words(self, config: SearchConfig, phrases: Sequence[str] | None) -> WordGraph | None:
         """The word graph of a stream: its grammar, or the config's lang directory (one
         graph shared by every stream of that configuration)."""
-        if phrases is not None:
+        if phrases is not None:  # streams with the same list share one graph
             from .search.grammar import grammar_graph
 
-            return grammar_graph(list(phrases), self.symbols, config.unk_penalty,
-                                 config.word_bonus, config.unk_unit_penalty)
+            key = ("grammar", tuple(phrases), config.unk_penalty, config.word_bonus,
+                   config.unk_unit_penalty)
+            graph = self._word_graphs.get(key)
+            if graph is None:
+                graph = grammar_graph(list(phrases), self.symbols, config.unk_penalty,
+                                      config.word_bonus, config.unk_unit_penalty)
+                grammars = [k for k in self._word_graphs if k[0] == "grammar"]
+                if len(grammars) >= _GRAMMAR_CACHE:
+                    del self._word_graphs[grammars[0]]
+                self._word_graphs[key] = graph
+            return graph
         if not config.lang_dir:
             return None
         options = WordOptions(lm_scale=config.word_lm_scale, word_bonus=config.word_bonus,

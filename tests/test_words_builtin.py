@@ -29,6 +29,7 @@ def accurate() -> Recognizer:
     return Recognizer(load_config("accurate").recognizer)
 
 
+@pytest.mark.slow
 def test_accurate_config_beats_the_best_search_without_words(accurate):
     utts = dev_set("espeak", NUM_UTTS)
     refs = {u.utt: u.text for u in utts}

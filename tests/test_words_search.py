@@ -112,6 +112,10 @@ def test_one_graph_per_config_and_options_checked(rec, lang, tmp_path):
         rec.create_stream(search=words_config("alsd", tmp_path / "nolm"))
     with pytest.raises(ConfigError):
         rec.create_stream(search=SearchConfig(), phrases=["A"])
+    beam = SearchConfig(method="alsd")
+    g1 = rec.create_stream(search=beam, phrases=["BAD", "[unk]"]).search_state.words
+    assert rec.create_stream(search=beam, phrases=["BAD", "[unk]"]).search_state.words is g1
+    assert rec.create_stream(search=beam, phrases=["BAD"]).search_state.words is not g1
 
 
 # -- the graph on a hand-made lexicon --------------------------------------------------------
