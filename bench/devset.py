@@ -63,20 +63,24 @@ def _cache_dir() -> Path:
 
 
 def dev_set(name: str = "espeak", limit: int = 0) -> list[Utterance]:
-    """The first ``limit`` (0: all) utterances of dev set ``name`` (espeak or flite)."""
+    """The first ``limit`` (0: all) utterances of dev set ``name``: espeak, flite, or
+    espeak8k (the espeak audio as 8 kHz mu-law, converted by sox as make_dev.py does)."""
     import soundfile as sf
 
     _recipe()
     from make_dev import read_refs
 
-    refs = read_refs(RECIPE / "dev" / f"{name}.tsv")
+    source = "espeak" if name == "espeak8k" else name
+    refs = read_refs(RECIPE / "dev" / f"{source}.tsv")
     if limit:
         refs = refs[:limit]
     folder = RECIPE / "data" / "dev" / name
     if not all((folder / f"{u}.wav").is_file() for u, _ in refs):
         folder = _cache_dir() / name
         missing = [(i, u, t) for i, (u, t) in enumerate(refs) if not (folder / f"{u}.wav").is_file()]
-        if missing:
+        if missing and name == "espeak8k":
+            _telephone(dev_set("espeak", limit), folder)
+        elif missing:
             _synthesise(name, missing, folder)
     out = []
     for utt, text in refs:
@@ -100,14 +104,32 @@ def _synthesise(engine: str, rows: list[tuple[int, str, str]], folder: Path) -> 
         tmp.replace(folder / f"{utt}.wav")
 
 
+def _telephone(utts: list[Utterance], folder: Path) -> None:
+    """8 kHz mu-law copies of 16 kHz utterances (sox, as make_dev.py makes espeak8k)."""
+    import subprocess
+
+    import soundfile as sf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for u in utts:
+        if (folder / f"{u.utt}.wav").is_file():
+            continue
+        src, tmp = folder / f".{u.utt}.16k.wav", folder / f".{u.utt}.wav"
+        sf.write(src, u.samples, u.rate, subtype="PCM_16")
+        subprocess.run(["sox", str(src), "-r", "8000", "-e", "mu-law", str(tmp)], check=True)
+        src.unlink()
+        tmp.replace(folder / f"{u.utt}.wav")
+
+
 def transcribe(rec, utts: Sequence[Utterance], search=None, hotwords: Sequence[str] = (),
-               batch: int = 16) -> dict[str, str]:
+               batch: int = 16, phrases: Sequence[str] | None = None) -> dict[str, str]:
     """Final text of each utterance (segments joined by a space), decoded ``batch`` streams
     at a time with all audio given at once."""
     out = {}
     for i in range(0, len(utts), batch):
         group = utts[i:i + batch]
-        streams = [rec.create_stream(search=search, hotwords=hotwords) for _ in group]
+        streams = [rec.create_stream(search=search, hotwords=hotwords, phrases=phrases)
+                   for _ in group]
         for s, u in zip(streams, group):
             s.accept_waveform(u.rate, u.samples)
             s.input_finished()

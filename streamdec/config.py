@@ -4,7 +4,8 @@ A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoin
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``) and ``[audio]``; any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
 Relative paths in a file (``model.model_dir``, ``search.hotwords_file``) are relative to
-the file's folder. The built-in configs (``default``, ``telephony``, ``low-latency``...)
+the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
+else they name files of the model directory. The built-in configs (``default``, ``telephony``, ``low-latency``...)
 ship inside the package (``streamdec/configs/``) and are named without a suffix.
 """
 
@@ -35,6 +36,9 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: (table, key) of settings that name files: relative to the config file that sets them
 PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"))
+#: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config
+#: file when they exist there, else left for the model directory (``Recognizer.model_file``)
+MODEL_PATH_KEYS = (("search", "lang_dir"), ("search", "lm_file"))
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,11 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
 
 def _resolve_paths(data: dict, base_dir: Path) -> dict:
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
-    for table, key in PATH_KEYS:
+    for table, key in PATH_KEYS + MODEL_PATH_KEYS:
         value = data.get(table, {}).get(key) if isinstance(data.get(table), dict) else None
         if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
-            data[table][key] = str(base_dir / value)
+            if (table, key) in PATH_KEYS or (base_dir / value).exists():
+                data[table][key] = str(base_dir / value)
     return data
 
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -40,6 +41,7 @@ from .search import DecoderCache, Search, SearchConfig, make_search
 from .search.base import SearchState
 from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
                                    read_hotwords_file)
+from .search.word_graph import WordGraph, WordOptions
 from .segments import SegmentState, Segmenter
 from .stream import DecodeState, Stream
 from .tokens import SymbolTable
@@ -51,6 +53,9 @@ log = logging.getLogger("streamdec")
 
 #: search configurations (and hotwords files) whose objects a recognizer keeps
 MAX_SEARCH_CONFIGS = 64
+
+#: lang-directory word graphs a recognizer keeps (each may hold a large lexicon)
+MAX_LANG_GRAPHS = 4
 
 
 @dataclass(frozen=True)
@@ -80,38 +85,89 @@ class Recognizer:
                                   sample_rate=features.sample_rate, where=model_dir)
         self.segmenter = Segmenter(self.config.endpoint, self.symbols, self.meta)
         self._decoder_cache = DecoderCache(self.model, self.config.search.decoder_cache_size)
-        # per-configuration search objects and hotwords, bounded (clients may bring their
-        # own configurations); a stream keeps its own reference, so eviction is safe
+        # per-configuration search objects, hotwords and word graphs, bounded (clients may
+        # bring their own configurations); a stream keeps its own references, so eviction is
+        # safe
         self._searches: LruCache[SearchConfig, Search] = LruCache(MAX_SEARCH_CONFIGS)
         self._file_hotwords: LruCache[tuple, list[tuple[str, float]]] = LruCache(
             MAX_SEARCH_CONFIGS)
         self._file_graphs: LruCache[tuple, ContextGraph | None] = LruCache(MAX_SEARCH_CONFIGS)
-        self._hotwords(self.config.search, ())  # its hotwords file: read and checked now
+        self._grammars: LruCache[tuple, WordGraph] = LruCache(MAX_SEARCH_CONFIGS)
+        self._word_graphs: LruCache[tuple, WordGraph] = LruCache(MAX_LANG_GRAPHS)
+        # the default configuration's files are read and checked now, before any audio
+        self._hotwords(self.config.search, ())
+        self._words(self.config.search, None)
 
     def search_for(self, config: SearchConfig) -> Search:
         """The shared search object of one configuration (all share one decoder cache)."""
         search = self._searches.get(config)
         if search is None:
-            search = make_search(self.model, config, self._decoder_cache, self.symbols.unk_id,
+            resolved = replace(config, lm_file=self.model_file(config.lm_file))
+            search = make_search(self.model, resolved, self._decoder_cache, self.symbols.unk_id,
                                  self.meta)
             self._searches.put(config, search)
         return search
 
+    def model_file(self, path: str | None) -> str | None:
+        """A relative ``lang_dir``/``lm_file`` names a path inside the model directory when
+        it exists there (the built-in model ships ``lang/`` and ``lm.onnx``), else a path
+        relative to the working directory."""
+        if not path or Path(path).is_absolute():
+            return path
+        inside = self.config.model.path / path
+        return str(inside) if inside.exists() else path
+
     def create_stream(self, search: SearchConfig | None = None,
-                      hotwords: Sequence[str] = ()) -> Stream:
+                      hotwords: Sequence[str] = (),
+                      phrases: Sequence[str] | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
 
         ``hotwords``: phrases (``phrase`` or ``phrase :score``) biased in this stream, on top
         of those of ``search.hotwords_file``; they need a beam search (ConfigError with
-        greedy) and units of the model (TokenizeError)."""
+        greedy) and units of the model (TokenizeError).
+
+        ``phrases``: grammar mode: the stream recognises only these phrases, one or more in
+        a row (Vosk's ``phrase_list``/grammar, e.g. ``["yes", "no", "[unk]"]``); ``[unk]``
+        lets anything else through, shown as ``[unk]`` and costing ``search.unk_penalty``.
+        Replaces ``search.lang_dir`` for this stream; needs a beam search."""
         config = search or self.config.search
         s = self.search_for(config)
         state = DecodeState(
             encoder_states=tuple(self.model.state_layout.initial()),
-            search_state=s.init_state(graph=self._hotwords(config, hotwords)),
+            search_state=s.init_state(graph=self._hotwords(config, hotwords),
+                                      words=self._words(config, phrases)),
             segment=SegmentState())
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
                       search=s, state=state)
+
+    def _words(self, config: SearchConfig, phrases: Sequence[str] | None) -> WordGraph | None:
+        """The word graph of a stream: its grammar, or the config's lang directory (one
+        graph shared by every stream of that configuration)."""
+        if phrases is not None:  # streams with the same list share one graph
+            from .search.grammar import grammar_graph
+
+            key = (tuple(phrases), config.unk_penalty, config.word_bonus,
+                   config.unk_unit_penalty)
+            graph = self._grammars.get(key)
+            if graph is None:
+                graph = grammar_graph(list(phrases), self.symbols, config.unk_penalty,
+                                      config.word_bonus, config.unk_unit_penalty)
+                self._grammars.put(key, graph)
+            return graph
+        if not config.lang_dir:
+            return None
+        options = WordOptions(lm_scale=config.word_lm_scale, word_bonus=config.word_bonus,
+                              lookahead=config.word_lookahead, allow_oov=config.allow_oov,
+                              unk_penalty=config.unk_penalty,
+                              unk_unit_penalty=config.unk_unit_penalty)
+        key = (config.lang_dir, options)
+        graph = self._word_graphs.get(key)
+        if graph is None:
+            from .lang.lang_dir import load_word_graph
+
+            graph = load_word_graph(self.model_file(config.lang_dir), self.symbols, options)
+            self._word_graphs.put(key, graph)
+        return graph
 
     def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:
         """The hotwords graph of a stream: the config's file plus ``extra`` phrases."""

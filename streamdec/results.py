@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from .models.base import ModelMeta
 from .search.base import Hypothesis
@@ -54,16 +55,25 @@ class Result:
 
 def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segment: int,
                 segment_start: int, frame_offset: int, is_final: bool,
-                is_eof: bool = False) -> Result:
+                is_eof: bool = False, unknown_words: Sequence[bool] | None = None,
+                unknown_text: str | None = None) -> Result:
     """Result of ``hyp`` for a segment that began at encoder frame ``segment_start`` and has
-    been decoded up to ``frame_offset``."""
+    been decoded up to ``frame_offset``.
+
+    ``unknown_words``/``unknown_text`` (grammar mode): per word, whether it is outside the
+    grammar; such words are shown as ``unknown_text`` (``[unk]``) in the words and text."""
     sec = meta.encoder_frame_seconds
+    spans = symbols.word_spans(hyp.tokens)
+    if unknown_words is not None and unknown_text is not None:
+        spans = [(unknown_text if unk else text, a, b)
+                 for (text, a, b), unk in zip(spans, unknown_words)]
     words = tuple(
         Word(text, start=round(hyp.frames[a] * sec, 6), end=round((hyp.frames[b] + 1) * sec, 6),
              conf=round(math.exp(sum(hyp.log_probs[a:b + 1]) / (b + 1 - a)), 6))
-        for text, a, b in symbols.word_spans(hyp.tokens))
+        for text, a, b in spans)
+    text = symbols.text(hyp.tokens) if unknown_words is None else " ".join(w.text for w in words)
     return Result(
-        text=symbols.text(hyp.tokens), tokens=tuple(symbols.symbols(hyp.tokens)),
+        text=text, tokens=tuple(symbols.symbols(hyp.tokens)),
         token_ids=hyp.tokens,
         timestamps=tuple(round((f - segment_start) * sec, 6) for f in hyp.frames),
         log_probs=tuple(hyp.log_probs), segment=segment,

@@ -43,10 +43,15 @@ class Segmenter:
 
     def result(self, hyp: Hypothesis, search_state: SearchState, segment: int,
                is_final: bool, is_eof: bool = False) -> Result:
+        words = getattr(search_state, "words", None)  # a beam search's word graph
+        unknown = None
+        if words is not None and words.unk_text is not None:  # grammar mode: [unk] words
+            unknown = [not known for known in words.word_is_known(hyp.tokens)]
         return make_result(hyp, self.symbols, self.meta, segment=segment,
                            segment_start=search_state.segment_start,
                            frame_offset=search_state.frame_offset, is_final=is_final,
-                           is_eof=is_eof)
+                           is_eof=is_eof, unknown_words=unknown,
+                           unknown_text=words.unk_text if unknown else None)
 
     def advance(self, search: Search, state: SearchState, seg: SegmentState, is_last: bool
                 ) -> tuple[list[Result], SearchState, SegmentState]:

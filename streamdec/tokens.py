@@ -80,6 +80,11 @@ class SymbolTable:
         out = b"".join([self._bytes.get(i, b"") for i in ids])
         return " ".join(out.decode("utf-8", errors="replace").split())
 
+    def starts_word(self, token_id: int) -> bool:
+        """True for a unit whose text begins with a word boundary (``▁`` alone or as a
+        prefix, or a space symbol)."""
+        return self._bytes.get(token_id, b"")[:1].isspace()
+
     def word_spans(self, ids: Sequence[int]) -> list[tuple[str, int, int]]:
         """Words of a token sequence as (text, first token index, last token index), in
         order. A word starts at a unit whose text begins with a space (``▁`` alone or as a
@@ -98,7 +103,7 @@ class SymbolTable:
 
         for n, i in enumerate(ids):
             piece = self._bytes.get(i, b"")
-            if piece[:1].isspace():
+            if self.starts_word(i):
                 close()
             if piece.strip():
                 current.append(n)

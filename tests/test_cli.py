@@ -53,6 +53,9 @@ def test_jsonl_events(capsys, wavs, model_dirs):
     assert all(e["file"] == wavs[0] for e in events)
     for e in events:
         assert len(e["tokens"]) == len(e["timestamps"])
+        assert [w["word"] for w in e["words"]] == e["text"].split()
+        for w in e["words"]:
+            assert e["start"] <= w["start"] < w["end"] and 0 < w["conf"] <= 1
 
 
 @pytest.mark.parametrize("fmt, head", [("srt", "1\n00:00:0"), ("vtt", "WEBVTT\n\n00:00:0")])

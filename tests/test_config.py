@@ -49,7 +49,7 @@ def test_missing_and_invalid_files(tmp_path):
 
 def test_unknown_builtin_name_lists_the_builtin_configs():
     with pytest.raises(ConfigError, match="no such config file or built-in config "
-                                          r"\(built-in: default, low-latency, telephony"):
+                                          r"\(built-in: accurate, default, low-latency, telephony"):
         load_config("telefony")
 
 
@@ -63,6 +63,13 @@ def test_paths_in_a_config_file_are_relative_to_it(tmp_path, monkeypatch):
     app = load_config("cfg/c.toml")
     assert app.recognizer.search.hotwords_file == str((tmp_path / "cfg" / "words.txt").resolve())
     assert Path(app.recognizer.model.model_dir).resolve() == (tmp_path / "models" / "x").resolve()
+    # files of the model (lang/, lm.onnx): beside the config when there, else the model's
+    (tmp_path / "cfg" / "mylang").mkdir()
+    (tmp_path / "cfg" / "d.toml").write_text(
+        '[search]\nmethod = "alsd"\nlang_dir = "mylang"\nlm_file = "lm.onnx"\n')
+    app = load_config("cfg/d.toml")
+    assert app.recognizer.search.lang_dir == str((tmp_path / "cfg" / "mylang").resolve())
+    assert app.recognizer.search.lm_file == "lm.onnx"
 
 
 def test_search_config_is_frozen():

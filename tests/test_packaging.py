@@ -50,4 +50,4 @@ def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
     bad = subprocess.run([str(venv / "bin" / "streamdec"), "transcribe", "call.wav",
                           "--config", "telefony"], cwd=work, capture_output=True, text=True)
     assert bad.returncode == 2
-    assert "built-in: default, low-latency, telephony" in bad.stderr
+    assert "built-in: accurate, default, low-latency, telephony" in bad.stderr

@@ -6,9 +6,13 @@
 #   bash recipes/synthetic-en/run.sh --finetune-min 45    # + the fine-tuning the shipped model had
 #   options: --stage N (start at stage N), --budget-min M (training wall clock),
 #            --finetune-min M (0: none; > 0: stage 3b, see below),
-#            --out DIR (export target; default WORKDIR/exp/model)
+#            --out DIR (export target; default WORKDIR/exp/model),
+#            --words-min M (stage 6: minutes of neural LM training; 0: skip stage 6)
 #
-# Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate.
+# Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate,
+#         6 words (with --words-min M): lang directory + word trigram (make_lang.py) and the
+#           LSTM unit LM (train_lm.py, M minutes) from the training text, written beside the
+#           exported model (OUT/lang/{words.txt,G.arpa}.gz, OUT/lm.onnx).
 # 3b (only with --finetune-min M; the shipped model had it, M = 45): two fine-tuning phases
 # with the mean of the standard and the one-symbol loss, so that the searches emitting
 # several symbols per frame (ALSD, TSD) fit the model too.
@@ -25,6 +29,7 @@ SMOKE=0
 STAGE=0
 BUDGET=100
 FINETUNE=0
+WORDS=0
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +39,7 @@ while [ $# -gt 0 ]; do
     --budget-min) BUDGET="$2"; shift ;;
     --finetune-min) FINETUNE="$2"; shift ;;
     --out) OUT="$2"; shift ;;
+    --words-min) WORDS="$2"; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -131,4 +137,12 @@ if [ "$STAGE" -le 5 ]; then
     $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$FINAL/hyp-$set-recipe.jsonl"
     echo -n "$set recipe-decoder fp32: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$FINAL/hyp-$set-recipe.jsonl"
   done
+fi
+if [ "$STAGE" -le 6 ] && [ "$WORDS" != 0 ]; then
+  echo "== stage 6: words: lang directory + word trigram, LSTM unit LM ($WORDS min)"
+  $PY "$HERE/make_lang.py" "$DATA/text/train.txt" "$DATA/lang" --assets "$OUT/lang"
+  mkdir -p "$EXP/lm"
+  nice -n 10 $PY "$HERE/train_lm.py" "$DATA/text/train.txt" "$OUT/tokens.txt" "$EXP/lm" \
+    --budget-min "$WORDS" --eval-every-min 3 > "$EXP/lm/train.log" 2>&1 || { tail "$EXP/lm/train.log"; exit 1; }
+  cp "$EXP/lm/lm.onnx" "$OUT/lm.onnx"
 fi

@@ -7,7 +7,7 @@ import sys
 
 from .. import __version__
 from ..errors import StreamdecError
-from . import mic, transcribe
+from . import lang, mic, transcribe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     transcribe.add_parser(sub)
     mic.add_parser(sub)
+    lang.add_parser(sub)
     return p
 
 

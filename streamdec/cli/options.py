@@ -27,7 +27,8 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("recognizer", "The defaults below are the built-in settings; "
                              "--config replaces them and the options override both.")
     g.add_argument("--config", help="TOML config file, or a name in configs/ "
-                   "(default, telephony, low-latency) (default: none, the built-in settings)")
+                   "(default, telephony, low-latency, accurate) (default: none, the built-in "
+                   "settings)")
     g.add_argument("--model", metavar="DIR", help="model directory (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
                    help=f"inference backend (default: {ModelConfig.backend})")
@@ -45,6 +46,22 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
                    f"need a beam search (--search {beams}), not greedy (default: none)")
     g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token "
                    f"(default: {SearchConfig.hotwords_score:g})")
+    g.add_argument("--lang", metavar="DIR", help="words: a lang directory (lexicon or "
+                   "words.txt, and G.arpa) that constrains a beam search to its words "
+                   "(default: none)")
+    g.add_argument("--word-lm-scale", type=float, help="weight of the word n-gram (--lang) "
+                   f"(default: {SearchConfig.word_lm_scale:g})")
+    g.add_argument("--word-bonus", type=float, help="added per word (--lang) "
+                   f"(default: {SearchConfig.word_bonus:g})")
+    g.add_argument("--allow-oov", action="store_true", default=None,
+                   help="let words outside the lexicon through, each paying --unk-penalty "
+                   "(default: off)")
+    g.add_argument("--unk-penalty", type=float, help="cost of an unknown word (--allow-oov) "
+                   f"(default: {SearchConfig.unk_penalty:g})")
+    g.add_argument("--lm", metavar="FILE", help="neural unit LM (ONNX) for shallow fusion "
+                   "(default: none)")
+    g.add_argument("--lm-scale", type=float, help="weight of the neural LM (--lm) "
+                   f"(default: {SearchConfig.lm_scale:g})")
     g.add_argument("--no-endpoint", action="store_true", help="never split into segments")
 
 
@@ -63,6 +80,9 @@ def app_config_from_args(args: argparse.Namespace) -> AppConfig:
                         num_threads=args.num_threads),
         search=_override(rec.search, method=args.search, beam=args.beam,
                          blank_penalty=args.blank_penalty, hotwords_file=args.hotwords_file,
-                         hotwords_score=args.hotwords_score),
+                         hotwords_score=args.hotwords_score, lang_dir=args.lang,
+                         word_lm_scale=args.word_lm_scale, word_bonus=args.word_bonus,
+                         allow_oov=args.allow_oov, unk_penalty=args.unk_penalty,
+                         lm_file=args.lm, lm_scale=args.lm_scale),
         endpoint=_override(rec.endpoint, enabled=False if args.no_endpoint else None))
     return replace(app, recognizer=rec)

@@ -16,6 +16,12 @@ between chunks in a frozen state value, one decoder call and one joiner call per
 for all hypotheses of all streams, ``<unk>`` as blank, equal sequences log-added, ranking by
 score / (tokens + context size), hotword bonuses from the stream's ``ContextGraph``
 (``context_graph``) refunded at segment end.
+
+Words, for every beam search: a stream's ``WordGraph`` (``word_graph``: lexicon prefix tree x
+word n-gram, or a phrase ``Grammar`` from ``grammar``) constrains the units to words and
+adds the word LM's scores; a search's ``NeuralLm`` (``neural_lm``, ``config.lm_file``) adds
+a unit LM's log-probabilities (shallow fusion). Both are scored before pruning, their
+states carried per hypothesis (``Hypothesis.word_node``/``lm_state``/``lm``).
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ class AlsdSearch(BeamSearchBase):
         enc = np.stack([s.frame(s.frame_of(h)) for s, hs in zip(states, live) for h in hs])
         flat = [h for hs in live for h in hs]
         graphs = [s.graph for s, hs in zip(states, live) for _ in hs]
-        scored = score_hyps(self, flat, enc, graphs)
+        words = [s.words for s, hs in zip(states, live) for _ in hs]
+        scored = score_hyps(self, flat, enc, graphs, words)
         out, r = [], 0
         for s, hs in zip(states, live):
             cands, ended_last = [], list(s.ended_last)

@@ -17,7 +17,7 @@ once, when results are made.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Generic, Sequence, TypeVar
 
 import numpy as np
@@ -28,6 +28,7 @@ from .decoder_cache import DecoderCache
 
 if TYPE_CHECKING:
     from .context_graph import ContextGraph
+    from .word_graph import WordGraph
 
 __all__ = ["Hypothesis", "SearchState", "Search", "initial_context", "log_softmax"]
 
@@ -54,18 +55,24 @@ class Hypothesis:
     log_probs: tuple[float, ...] = ()  # per-token log-prob at the configured temperature
     score: float = 0.0  # total log-prob of the path (tokens and blanks) + hotword bonuses
     graph_node: int = 0  # hotwords: state in the stream's ContextGraph (0 = root)
+    word_node: int = 0  # words: node in the stream's WordGraph lexicon tree (0 = start)
+    lm_state: int = 0  # words: state of the WordGraph's word LM
+    # neural LM shallow fusion: the unit LM's state after ``tokens`` (opaque, see neural_lm)
+    lm: object = field(default=None, compare=False, repr=False)
 
     def extend(self, token: int, frame: int, log_prob: float, score: float,
-               graph_node: int = 0) -> "Hypothesis":
+               graph_node: int = 0, word_node: int = 0, lm_state: int = 0,
+               lm: object = None) -> "Hypothesis":
         """A copy with ``token`` appended at ``frame``, the new total ``score`` and the
-        hotword graph state reached by ``token``."""
+        hotword graph, word graph and LM states reached by ``token``."""
         return Hypothesis(self.context[1:] + (token,), self.tokens + (token,),
-                          self.frames + (frame,), self.log_probs + (log_prob,), score, graph_node)
+                          self.frames + (frame,), self.log_probs + (log_prob,), score, graph_node,
+                          word_node, lm_state, lm)
 
     def rescored(self, score: float) -> "Hypothesis":
         """A copy with total score ``score`` (a blank, or merged paths)."""
         return Hypothesis(self.context, self.tokens, self.frames, self.log_probs, score,
-                          self.graph_node)
+                          self.graph_node, self.word_node, self.lm_state, self.lm)
 
     @property
     def normalized_score(self) -> float:
@@ -103,6 +110,11 @@ class Search(abc.ABC, Generic[S]):
         # not ``decoder_cache or ...``: an empty cache is falsy (it has a length)
         self.decoder_cache = (DecoderCache(model, config.decoder_cache_size)
                               if decoder_cache is None else decoder_cache)
+        self.lm = None  # NeuralLm for shallow fusion (beam searches with config.lm_file)
+        if config.lm_file:
+            from .neural_lm import NeuralLm
+
+            self.lm = NeuralLm(config.lm_file, meta.vocab_size)
 
     # -- helpers shared by the searches --------------------------------------------------
     def scores(self, encoder_frames: np.ndarray, decoder_out: np.ndarray
@@ -126,9 +138,10 @@ class Search(abc.ABC, Generic[S]):
     # -- the protocol --------------------------------------------------------------------
     @abc.abstractmethod
     def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
-                   graph: "ContextGraph | None" = None) -> S:
+                   graph: "ContextGraph | None" = None, words: "WordGraph | None" = None) -> S:
         """A fresh state; ``context`` defaults to the initial blank context; ``graph``: the
-        stream's hotwords (searches that cannot bias raise ConfigError when given one)."""
+        stream's hotwords; ``words``: the stream's lexicon and word LM (searches that
+        cannot use them raise ConfigError when given one)."""
 
     @abc.abstractmethod
     def step(self, states: Sequence[S], encoder_out: np.ndarray) -> list[S]:

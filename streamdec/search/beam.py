@@ -21,6 +21,7 @@ import numpy as np
 from .base import Hypothesis
 from .beam_utils import BeamSearchBase, merge, prune, tokens_at_frame
 from .context_graph import ContextGraph
+from .word_graph import WordGraph
 
 __all__ = ["ClassicBeamSearch"]
 
@@ -29,7 +30,8 @@ class ClassicBeamSearch(BeamSearchBase):
     name = "beam"
 
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
-               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+               graphs: list[ContextGraph | None], words: list[WordGraph | None]
+               ) -> list[list[Hypothesis]]:
         """enc (N, D): one frame per stream -> the new beams."""
         k, cap = self.config.beam, self.config.max_sym_per_frame_beam
         open_ = [list(b) for b in beams]
@@ -41,7 +43,7 @@ class ClassicBeamSearch(BeamSearchBase):
                 best = max(range(len(open_[n])), key=lambda i: open_[n][i].score)
                 popped.append(open_[n].pop(best))
             scored, _ = self._score([[h] for h in popped], enc[active],
-                                    [graphs[n] for n in active])
+                                    [graphs[n] for n in active], [words[n] for n in active])
             still = []
             for r, (n, h) in enumerate(zip(active, popped)):
                 kept[n] = merge(kept[n] + [scored.blank_child(r)])

@@ -9,7 +9,13 @@ Conventions every beam search follows:
 - ``<unk>`` with ``unk_as_blank`` is never emitted: a child by ``<unk>`` keeps the sequence
   like a blank child (modified beam search, as sherpa-onnx does), and the searches that
   extend by "blank + best tokens" never pick it as a token.
-- Hotword bonuses are added to the scores of token extensions *before* pruning.
+- Hotword bonuses, word-graph scores (lexicon, word LM, look-ahead; ``-inf`` for a unit
+  that leaves the lexicon) and the neural LM's ``lm_scale * log p(unit)`` are added to the
+  scores of token extensions *before* pruning; children scored ``-inf`` are never made.
+- At the end of a segment (``finalize``) a partial hotword match is refunded and the word
+  graph completes the last word (``WordGraph.end_score``); a hypothesis that cannot end on
+  a word is dropped, unless none can: then the beam is ranked as it is (the segment was
+  closed inside a word, which keeps its spelled prefix).
 - Equal token sequences merge by log-add-exp; the merged hypothesis keeps the frames,
   log-probs and graph state of its best single member (ties: the first one seen).
 - Ranking for ``partial``/``finalize``: ``Hypothesis.normalized_score``: score divided by
@@ -27,9 +33,10 @@ import numpy as np
 
 from .base import Hypothesis, Search, SearchState, initial_context
 from .context_graph import ContextGraph
+from .word_graph import WordGraph
 
 __all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "score_hyps",
-           "refunded", "tokens_at_frame"]
+           "refunded", "finished", "tokens_at_frame"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class BeamState(SearchState):
 
     hyps: tuple[Hypothesis, ...] = ()
     graph: ContextGraph | None = None  # hotwords of this stream (None: no biasing)
+    words: WordGraph | None = None  # lexicon + word LM of this stream (None: free spelling)
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class Scored:
     total: np.ndarray  # (n, V) float64
     reported: np.ndarray  # (n, V) per-token log-probs at the configured temperature
     blank_ids: tuple[int, ...]  # blank, and <unk> when it counts as blank
+    # word graphs: (next word node, next LM state), each (n, V); None without word graphs
+    word_next: tuple[np.ndarray, np.ndarray] | None = None
+    lm: object = None  # the search's NeuralLm (None: no shallow fusion)
 
     def child(self, r: int, token: int, frame: int, score: float | None = None) -> Hypothesis:
         """The child of row ``r`` by ``token`` (a blank-like token keeps the sequence), with
@@ -64,7 +75,11 @@ class Scored:
             return hyp.rescored(score)
         graph = self.graphs[r]
         node = graph.next_node(hyp.graph_node, token) if graph is not None else 0
-        return hyp.extend(token, frame, float(self.reported[r, token]), score, node)
+        word_node, lm_state = ((int(self.word_next[0][r, token]), int(self.word_next[1][r, token]))
+                               if self.word_next is not None else (0, 0))
+        lm = self.lm.after(hyp.lm, token) if self.lm is not None else None
+        return hyp.extend(token, frame, float(self.reported[r, token]), score, node, word_node,
+                          lm_state, lm)
 
     def blank_child(self, r: int) -> Hypothesis:
         return self.child(r, self.blank_ids[0], -1)
@@ -75,6 +90,8 @@ class Scored:
         groups: dict[tuple[int, ...], list] = {}
         for r, v, frame in cands:
             score = float(self.total[r, v])
+            if score == -math.inf:
+                continue
             tokens = self.hyps[r].tokens
             key = tokens if v in self.blank_ids else tokens + (v,)
             g = groups.get(key)
@@ -96,10 +113,16 @@ class Scored:
 
 
 def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
-               graphs: Sequence[ContextGraph | None]) -> Scored:
-    """One decoder call (through the cache) and one joiner call for n hypotheses.
+               graphs: Sequence[ContextGraph | None],
+               words: Sequence[WordGraph | None] | None = None) -> Scored:
+    """One decoder call (through the cache), one joiner call and, with a neural LM, one LM
+    call for n hypotheses.
 
-    hyps: n hypotheses; enc: (n, D) the encoder frame each one is scored at; graphs: n."""
+    hyps: n hypotheses; enc: (n, D) the encoder frame each one is scored at; graphs: n
+    hotword graphs; words: n word graphs (None: none)."""
+    lm = search.lm
+    if lm is not None:
+        hyps = lm.resolve(hyps)
     dec = search.decoder_cache.get([h.context for h in hyps])
     logp, reported = search.scores(enc, dec)
     total = logp.astype(np.float64) + np.array([h.score for h in hyps], np.float64)[:, None]
@@ -109,7 +132,24 @@ def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
         bonus = np.stack([graphs[r].bonus_rows([hyps[r].graph_node])[0] for r in rows])
         bonus[:, list(blank_ids)] = 0.0
         total[rows] += bonus
-    return Scored(hyps, graphs, total, reported, blank_ids)
+    word_next = None
+    by_graph: dict[int, list[int]] = {}
+    for r, w in enumerate(words or ()):
+        if w is not None:
+            by_graph.setdefault(id(w), []).append(r)
+    if by_graph:
+        n, v = total.shape
+        word_next = (np.zeros((n, v), np.int64), np.zeros((n, v), np.int64))
+        for rows in by_graph.values():  # one call per graph for its hypotheses
+            bonus, nxt_node, nxt_state = words[rows[0]].rows(
+                [hyps[r].word_node for r in rows], [hyps[r].lm_state for r in rows])
+            total[rows] += bonus
+            word_next[0][rows], word_next[1][rows] = nxt_node, nxt_state
+    if lm is not None:
+        fused = lm.log_probs(hyps) * search.config.lm_scale
+        fused[:, list(blank_ids)] = 0.0
+        total += fused
+    return Scored(hyps, graphs, total, reported, blank_ids, word_next, lm)
 
 
 def logaddexp(a: float, b: float) -> float:
@@ -150,6 +190,22 @@ def refunded(hyp: Hypothesis, graph: ContextGraph | None) -> Hypothesis:
     return replace(hyp, score=hyp.score - graph.refund(hyp.graph_node), graph_node=0)
 
 
+def finished(search: Search, hyps: Sequence[Hypothesis], state: BeamState) -> list[Hypothesis]:
+    """The hypotheses a segment ends with, scored as complete: hotword refunds, the last word
+    and ``</s>`` of the word graph (hypotheses that cannot end on a word dropped, unless
+    none can), and the neural LM's end of sentence."""
+    out = [refunded(h, state.graph) for h in hyps]
+    if state.words is not None:
+        ends = [state.words.end_score(h.word_node, h.lm_state) for h in out]
+        done = [h.rescored(h.score + e) for h, e in zip(out, ends) if e != -math.inf]
+        out = done or out
+    if search.lm is not None:
+        out = search.lm.resolve(out)
+        ends = search.lm.end_scores(out) * search.config.lm_scale
+        out = [h.rescored(h.score + float(e)) for h, e in zip(out, ends)]
+    return out
+
+
 def tokens_at_frame(hyp: Hypothesis, frame: int) -> int:
     """How many of ``hyp``'s tokens were emitted at ``frame``."""
     n = 0
@@ -169,29 +225,35 @@ class BeamSearchBase(Search[BeamState]):
     state_class: type[BeamState] = BeamState
 
     def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
-                   graph: ContextGraph | None = None) -> BeamState:
+                   graph: ContextGraph | None = None, words: WordGraph | None = None
+                   ) -> BeamState:
         context = tuple(context or initial_context(self.context_size, self.blank_id))
+        node, lm_state = words.start_state if words is not None else (0, 0)
+        hyp = Hypothesis(context=context, graph_node=graph.start if graph else 0,
+                         word_node=node, lm_state=lm_state,
+                         lm=self.lm.initial() if self.lm is not None else None)
         return self.state_class(frame_offset=frame_offset, segment_start=frame_offset,
-                                hyps=(Hypothesis(context=context,
-                                                 graph_node=graph.start if graph else 0),),
-                                graph=graph)
+                                hyps=(hyp,), graph=graph, words=words)
 
     def step(self, states: Sequence[BeamState], encoder_out: np.ndarray) -> list[BeamState]:
         beams = [list(s.hyps) for s in states]
         graphs = [s.graph for s in states]
+        words = [s.words for s in states]
         for t in range(encoder_out.shape[1]):
             beams = self._frame(beams, encoder_out[:, t], [s.frame_offset + t for s in states],
-                                graphs)
+                                graphs, words)
         advance = encoder_out.shape[1]
         return [replace(s, hyps=tuple(b), frame_offset=s.frame_offset + advance)
                 for s, b in zip(states, beams)]
 
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
-               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+               graphs: list[ContextGraph | None], words: list[WordGraph | None]
+               ) -> list[list[Hypothesis]]:
         raise NotImplementedError
 
     def _score(self, beams: Sequence[Sequence[Hypothesis]], enc: np.ndarray,
-               graphs: Sequence[ContextGraph | None]) -> tuple[Scored, list[range]]:
+               graphs: Sequence[ContextGraph | None], words: Sequence[WordGraph | None]
+               ) -> tuple[Scored, list[range]]:
         """Score every hypothesis of every stream against its stream's frame enc (N, D)
         (N = len(beams)). Returns the scores and, per stream, its rows."""
         flat, rows, owner = [], [], []
@@ -199,7 +261,8 @@ class BeamSearchBase(Search[BeamState]):
             rows.append(range(len(flat), len(flat) + len(beam)))
             flat.extend(beam)
             owner.extend([n] * len(beam))
-        scored = score_hyps(self, flat, enc[owner], [graphs[n] for n in owner])
+        scored = score_hyps(self, flat, enc[owner], [graphs[n] for n in owner],
+                            [words[n] for n in owner])
         return scored, rows
 
     def _end_hyps(self, state: BeamState) -> list[Hypothesis]:
@@ -210,9 +273,8 @@ class BeamSearchBase(Search[BeamState]):
         return ranked(state.hyps)[0]
 
     def finalize(self, state: BeamState) -> list[Hypothesis]:
-        hyps = [refunded(h, state.graph) for h in self._end_hyps(state)]
-        return ranked(hyps)[:self.config.nbest]
+        return ranked(finished(self, self._end_hyps(state), state))[:self.config.nbest]
 
     def reset(self, state: BeamState) -> BeamState:
         context = self.finalize(state)[0].context
-        return self.init_state(context, state.frame_offset, state.graph)
+        return self.init_state(context, state.frame_offset, state.graph, state.words)

@@ -45,6 +45,24 @@ class SearchConfig:
     hotwords_score: float = 1.0
     # decoder outputs cached by the last context_size tokens (bounded)
     decoder_cache_size: int = 20000
+    # words: a lang directory (lexicon.txt or words.txt, and the word n-gram G.arpa; ``.gz``
+    # allowed) that constrains the beam searches to its words and scores them with its LM
+    lang_dir: str | None = None
+    # weight of the word LM's natural-log probabilities (added when a word ends)
+    word_lm_scale: float = 0.5
+    # added per completed word (word insertion bonus)
+    word_bonus: float = 0.0
+    # unigram look-ahead inside words (keeps good prefixes from being pruned early)
+    word_lookahead: bool = True
+    # words outside the lexicon may be spelled freely, each paying unk_penalty and the LM's
+    # <unk> probability
+    allow_oov: bool = False
+    unk_penalty: float = 5.0
+    # and per unit spelled outside the lexicon (keeps an unknown word from running on)
+    unk_unit_penalty: float = 1.0
+    # neural LM shallow fusion: an ONNX unit LM (streamdec.search.neural_lm) and its weight
+    lm_file: str | None = None
+    lm_scale: float = 0.3
 
     def __post_init__(self) -> None:
         require_finite(self, "search")
@@ -57,7 +75,11 @@ class SearchConfig:
                 raise ConfigError(f"search.{name} must be >= 1, got {getattr(self, name)}")
         if self.prefix_alpha < 0:
             raise ConfigError("search.prefix_alpha must be >= 0")
-        if self.hotwords_file and self.method == "greedy":
-            raise ConfigError("search.hotwords_file needs a beam search method, not greedy")
+        for name in ("hotwords_file", "lang_dir", "lm_file"):
+            if getattr(self, name) and self.method == "greedy":
+                raise ConfigError(f"search.{name} needs a beam search method, not greedy")
+        for name in ("word_lm_scale", "unk_penalty", "unk_unit_penalty", "lm_scale"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"search.{name} must be >= 0, got {getattr(self, name)}")
         if not self.temperature > 0:
             raise ConfigError(f"search.temperature must be > 0, got {self.temperature}")

@@ -29,9 +29,12 @@ class GreedySearch(Search[GreedyState]):
     name = "greedy"
 
     def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
-                   graph=None) -> GreedyState:
+                   graph=None, words=None) -> GreedyState:
         if graph is not None:
             raise ConfigError("hotwords need a beam search (modified_beam, alsd, tsd, beam, nsc)")
+        if words is not None:
+            raise ConfigError("a lexicon, word LM or grammar needs a beam search "
+                              "(modified_beam, alsd, tsd, beam, nsc)")
         context = context or initial_context(self.context_size, self.blank_id)
         return GreedyState(frame_offset=frame_offset, segment_start=frame_offset,
                            hyp=Hypothesis(context=context),

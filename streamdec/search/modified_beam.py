@@ -16,6 +16,7 @@ import numpy as np
 from .base import Hypothesis
 from .beam_utils import BeamSearchBase
 from .context_graph import ContextGraph
+from .word_graph import WordGraph
 
 __all__ = ["ModifiedBeamSearch"]
 
@@ -24,9 +25,10 @@ class ModifiedBeamSearch(BeamSearchBase):
     name = "modified_beam"
 
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
-               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+               graphs: list[ContextGraph | None], words: list[WordGraph | None]
+               ) -> list[list[Hypothesis]]:
         """enc (N, D): one frame per stream -> the new beams."""
-        scored, rows = self._score(beams, enc, graphs)
+        scored, rows = self._score(beams, enc, graphs, words)
         vocab = scored.total.shape[1]
         out = []
         for n, r in enumerate(rows):

@@ -29,6 +29,7 @@ import numpy as np
 from .base import Hypothesis
 from .beam_utils import BeamSearchBase, merge, prune, score_hyps
 from .context_graph import ContextGraph
+from .word_graph import WordGraph
 
 __all__ = ["NscSearch"]
 
@@ -37,14 +38,15 @@ class NscSearch(BeamSearchBase):
     name = "nsc"
 
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
-               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+               graphs: list[ContextGraph | None], words: list[WordGraph | None]
+               ) -> list[list[Hypothesis]]:
         """enc (N, D): one frame per stream -> the new beams."""
         k = self.config.beam
         hyps = self._prefix_merge([sorted(b, key=lambda h: -len(h.tokens)) for b in beams],
-                                  enc, graphs)
+                                  enc, graphs, words)
         ended: list[list[Hypothesis]] = [[] for _ in beams]  # S
         for n in range(self.config.nstep + 1):
-            scored, rows = self._score(hyps, enc, graphs)
+            scored, rows = self._score(hyps, enc, graphs, words)
             for s, r in enumerate(rows):
                 ended[s] += [scored.blank_child(i) for i in r]
             if n == self.config.nstep:
@@ -55,7 +57,8 @@ class NscSearch(BeamSearchBase):
         return [prune(merge(s), k) for s in ended]
 
     def _prefix_merge(self, beams: list[list[Hypothesis]], enc: np.ndarray,
-                      graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+                      graphs: list[ContextGraph | None], words: list[WordGraph | None]
+                      ) -> list[list[Hypothesis]]:
         """Step 1 for every stream: one decoder + one joiner call for all prefix paths."""
         alpha = self.config.prefix_alpha
         pairs = []  # (stream, j, i): beams[s][i] is a short enough proper prefix of beams[s][j]
@@ -71,14 +74,21 @@ class NscSearch(BeamSearchBase):
         steps, owner = [], []  # one row per token of the rest of y_j after the prefix y_i
         for s, j, i in pairs:
             short, rest = beams[s][i], beams[s][j].tokens[len(beams[s][i].tokens):]
-            node, graph = short.graph_node, graphs[s]
+            node, graph, word_graph = short.graph_node, graphs[s], words[s]
+            word_node, lm_state, lm = short.word_node, short.lm_state, short.lm
             for m, token in enumerate(rest):
                 steps.append(Hypothesis(context=(short.context + rest[:m])[-self.context_size:],
-                                        graph_node=node))
+                                        graph_node=node, word_node=word_node, lm_state=lm_state,
+                                        lm=lm))
                 owner.append(s)
                 if graph is not None:
                     node = graph.next_node(node, token)
-        scored = score_hyps(self, steps, enc[owner], [graphs[s] for s in owner])
+                if word_graph is not None:
+                    word_node, lm_state = word_graph.next(word_node, lm_state, token)
+                if self.lm is not None:
+                    lm = self.lm.after(lm, token)
+        scored = score_hyps(self, steps, enc[owner], [graphs[s] for s in owner],
+                            [words[s] for s in owner])
         extra: dict[tuple[int, int], list[float]] = {}
         row = 0
         for s, j, i in pairs:

@@ -18,6 +18,7 @@ import numpy as np
 from .base import Hypothesis
 from .beam_utils import BeamSearchBase, merge, prune
 from .context_graph import ContextGraph
+from .word_graph import WordGraph
 
 __all__ = ["TsdSearch"]
 
@@ -26,13 +27,14 @@ class TsdSearch(BeamSearchBase):
     name = "tsd"
 
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
-               graphs: list[ContextGraph | None]) -> list[list[Hypothesis]]:
+               graphs: list[ContextGraph | None], words: list[WordGraph | None]
+               ) -> list[list[Hypothesis]]:
         """enc (N, D): one frame per stream -> the new beams."""
         k, rounds = self.config.beam, self.config.max_sym_exp
         ended: list[list[Hypothesis]] = [[] for _ in beams]  # A
         current = beams  # C
         for v in range(rounds):
-            scored, rows = self._score(current, enc, graphs)
+            scored, rows = self._score(current, enc, graphs, words)
             nxt = []
             for n, r in enumerate(rows):
                 ended[n] = merge(ended[n] + [scored.blank_child(i) for i in r])
