@@ -125,8 +125,12 @@ class StreamingFeatures:
         self._fbank = knf.OnlineFbank(fbank_options(config))
         self._input_rate: int | None = None
         self._resampler: soxr.ResampleStream | None = None
-        self._frames: np.ndarray = np.zeros((0, config.num_bins), dtype=np.float32)
-        self._first_frame = 0  # absolute index of self._frames[0]
+        # Frames live in rows [_lo, _hi) of _buf (absolute index _first_frame at row _lo).
+        # Rows are only ever appended, never rewritten: a view handed out by frames() stays
+        # valid while a worker thread reads it; a full buffer is replaced by a new one.
+        self._buf: np.ndarray = np.zeros((0, config.num_bins), dtype=np.float32)
+        self._lo = self._hi = 0
+        self._first_frame = 0
         self._finished = False
         self.num_samples_accepted = 0  # at the input rate
 
@@ -136,7 +140,7 @@ class StreamingFeatures:
 
     @property
     def num_frames_ready(self) -> int:
-        return self._first_frame + len(self._frames)
+        return self._first_frame + self._hi - self._lo
 
     @property
     def finished(self) -> bool:
@@ -177,19 +181,21 @@ class StreamingFeatures:
         self._finished = True
 
     def frames(self, start: int, count: int) -> np.ndarray:
-        """Frames [start, start + count) as a (count, num_bins) float32 array."""
+        """Frames [start, start + count) as a (count, num_bins) float32 array: a view
+        that frames accepted later never change."""
         lo = start - self._first_frame
         if lo < 0 or start + count > self.num_frames_ready:
             raise IndexError(f"frames [{start}, {start + count}) not available "
                              f"(have [{self._first_frame}, {self.num_frames_ready}))")
-        return self._frames[lo:lo + count]
+        return self._buf[self._lo + lo:self._lo + lo + count]
 
     def drop_before(self, index: int) -> None:
-        """Free frames before absolute index ``index``."""
-        n = index - self._first_frame
+        """Free frames before absolute index ``index`` (their rows are reused when the
+        buffer is next replaced)."""
+        n = min(index, self.num_frames_ready) - self._first_frame
         if n > 0:
-            self._frames = self._frames[n:].copy()
-            self._first_frame = index
+            self._lo += n
+            self._first_frame += n
 
     def _feed(self, x: np.ndarray) -> None:
         if len(x):
@@ -200,9 +206,19 @@ class StreamingFeatures:
         ready = self._fbank.num_frames_ready
         have = self.num_frames_ready
         if ready > have:
-            new = np.stack([self._fbank.get_frame(i) for i in range(have, ready)])
-            self._frames = np.concatenate([self._frames, new.astype(np.float32, copy=False)])
-            self._fbank.pop(ready - have)
+            fbank = self._fbank
+            self._append(np.array([fbank.get_frame(i) for i in range(have, ready)],
+                                  dtype=np.float32))
+            fbank.pop(ready - have)
+
+    def _append(self, new: np.ndarray) -> None:
+        live, n = self._hi - self._lo, len(new)
+        if self._hi + n > len(self._buf):  # a new buffer holding the live frames only
+            buf = np.empty((max(2 * (live + n), 64), self.config.num_bins), np.float32)
+            buf[:live] = self._buf[self._lo:self._hi]
+            self._buf, self._lo, self._hi = buf, 0, live
+        self._buf[self._hi:self._hi + n] = new
+        self._hi += n
 
 
 def compute_fbank(samples: np.ndarray, sample_rate: int, config: FeatureConfig | None = None,
