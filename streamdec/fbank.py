@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for"]
 
 #: frames computed per numpy call (bounds the temporary arrays)
-BLOCK_FRAMES = 256
+BLOCK_FRAMES = 64
 
 
 def fbank_options(config: "FeatureConfig") -> knf.FbankOptions:
@@ -114,9 +114,9 @@ class Fbank:
         x *= self.window
         spectrum = np.fft.rfft(x.astype(np.float64), n=self.fft_size, axis=1)
         power_t = (spectrum.real ** 2 + spectrum.imag ** 2).T.astype(np.float32)  # (fft/2+1, n)
-        energy = np.zeros((self.num_bins, len(frames)), np.float32)
-        for k in range(len(self._weight)):  # the k-th weight of every bin, in order
-            energy += self._weight[k] * power_t[self._fft_bin[k]]
+        terms = power_t[self._fft_bin]  # (width, bins, n): the k-th FFT bin of every mel bin
+        terms *= self._weight
+        energy = np.add.reduce(terms, axis=0)  # summed over k in order, for each element
         return np.log(np.maximum(energy, self._floor)).T.copy()
 
 

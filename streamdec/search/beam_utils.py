@@ -59,7 +59,7 @@ class Scored:
         its own score or ``score`` (merged paths)."""
         hyp = self.hyps[r]
         if score is None:
-            score = float(self.total[r, token])
+            score = self.total.item(r, token)
         if token in self.blank_ids:
             return hyp.rescored(score)
         graph = self.graphs[r]
@@ -74,7 +74,7 @@ class Scored:
         best: ``prune(merge(children), k)`` without making the children that lose."""
         groups: dict[tuple[int, ...], list] = {}
         for r, v, frame in cands:
-            score = float(self.total[r, v])
+            score = self.total.item(r, v)
             tokens = self.hyps[r].tokens
             key = tokens if v in self.blank_ids else tokens + (v,)
             g = groups.get(key)
