@@ -11,9 +11,14 @@ utterance), so the transcripts compare one to one: ``identical_transcripts`` cou
 utterances whose symbols and symbol frames are the same in both. ``transcripts_sha256``
 identifies streamdec's transcripts, to show that a change to streamdec changed none.
 
-Each configuration (search, threads, K) holds ``streamdec`` and ``sherpa_onnx`` throughput
-(median, min, max over ``--runs``) and ``ratio`` (streamdec / sherpa-onnx, > 1: streamdec
-is faster). With several ``--threads``, ``best`` compares each peer at its best thread count.
+Each configuration (search, threads, K, driver) holds ``streamdec`` and ``sherpa_onnx``
+throughput (median, min, max over ``--runs``) and ``ratio`` (streamdec / sherpa-onnx, > 1:
+streamdec is faster); ``cpu_throughput`` the same per CPU second of the process (all its
+threads): on a machine shared with other work it varies less than wall time, and with one
+thread each it measures the same thing. ``--drivers recognizer,engine`` also drives
+streamdec through its asyncio Engine (features of new streams computed on the loop thread
+while a worker thread decodes). ``best`` compares each peer at its best thread count (and
+streamdec at its best driver).
 A cProfile of streamdec at ``--profile`` streams is saved beside the report
 (``REPORT.profile-SEARCH-kK.txt``).
 """
@@ -33,7 +38,8 @@ sys.path.insert(0, str(HERE))
 
 from abtest import (add_common_args, alternate, load_average, machine, print_table,  # noqa: E402
                     ratio, spread, workload, write_report)
-from batch_decode import count_identical, decode_sherpa, decode_streamdec, digest  # noqa: E402
+from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
+                          decode_streamdec_engine, digest)
 from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
 from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -64,6 +70,9 @@ def measure(args) -> dict:
     for method in searches:
         if method not in SHERPA_METHODS:
             parser().error(f"--search: {method!r}: sherpa-onnx has greedy and modified_beam")
+    for driver in args.drivers:
+        if driver not in ("recognizer", "engine"):
+            parser().error(f"--drivers: {driver!r}: recognizer or engine")
     report: dict = {"setup": {
         "benchmark": "throughput", "dev": args.dev, "utterances": len(utts),
         "audio_seconds": round(audio, 2), "runs": args.runs, "beam": args.beam,
@@ -80,46 +89,60 @@ def measure(args) -> dict:
             srec = sherpa_recognizer(model_dir, meta.model_type, SHERPA_METHODS[method],
                                      args.beam, threads)
             for k in args.streams:
-                runs = alternate(
-                    args.runs, lambda: decode_streamdec(rec, utts, k, search),
-                    lambda: decode_sherpa(srec, utts, k, meta.chunk_frames,
-                                          meta.encoder_frame_seconds))
-                ours = [audio / r.seconds for r in runs[0]]
-                theirs = [audio / r.seconds for r in runs[1]]
-                transcripts = runs[0][0].transcripts
-                stable = all(r.transcripts == transcripts for r in runs[0])
-                same = count_identical(transcripts, runs[1][0].transcripts)
-                conf = {
-                    "search": method, "threads": threads, "streams": k,
-                    "streamdec": spread(ours, 2), "sherpa_onnx": spread(theirs, 2),
-                    "ratio": ratio(spread(ours)["median"], spread(theirs)["median"], True),
-                    "identical_transcripts": same, "utterances": len(utts),
-                    "transcripts_sha256": {"streamdec": digest(transcripts),
-                                           "sherpa_onnx": digest(runs[1][0].transcripts)},
-                    "streamdec_runs_agree": stable,
-                    "feature_seconds": {
-                        "streamdec": spread([r.feature_seconds for r in runs[0]], 3),
-                        "sherpa_onnx": spread([r.feature_seconds for r in runs[1]], 3)}}
-                report["configurations"].append(conf)
-                rows.append([method, threads, k, conf["streamdec"]["median"],
-                             conf["sherpa_onnx"]["median"], conf["ratio"],
-                             f"{same}/{len(utts)}"])
-                print(" ".join(map(str, rows[-1])), file=sys.stderr)
+                for driver in args.drivers:
+                    conf = compare(args, rec, srec, utts, audio, method, threads, k, driver)
+                    report["configurations"].append(conf)
+                    rows.append([method, threads, k, driver, conf["streamdec"]["median"],
+                                 conf["sherpa_onnx"]["median"], conf["ratio"],
+                                 conf["cpu_throughput"]["ratio"],
+                                 f"{conf['identical_transcripts']}/{len(utts)}"])
+                    print(" ".join(map(str, rows[-1])), file=sys.stderr)
             if args.profile in args.streams and threads == args.threads[0]:
                 profile(lambda: decode_streamdec(rec, utts, args.profile, search),
                         args.out.with_name(f"{args.out.stem}.profile-{method}-"
                                            f"k{args.profile}.txt"))
     report["best"] = best_ratios(report["configurations"])
     report["machine"] = machine(load_before)
-    print_table(["search", "threads", "K", "streamdec", "sherpa-onnx", "ratio", "identical"],
-                rows)
-    if len(args.threads) > 1:
-        print_table(["search", "K", "streamdec (threads)", "sherpa-onnx (threads)", "ratio"],
+    print_table(["search", "threads", "K", "driver", "streamdec", "sherpa-onnx", "ratio",
+                 "CPU ratio", "identical"], rows)
+    if len(args.threads) > 1 or len(args.drivers) > 1:
+        print_table(["search", "K", "streamdec (threads, driver)", "sherpa-onnx (threads)",
+                     "ratio"],
                     [[b["search"], b["streams"],
-                      f"{b['streamdec']['median']} ({b['streamdec']['threads']})",
+                      f"{b['streamdec']['median']} ({b['streamdec']['threads']}, "
+                      f"{b['streamdec']['driver']})",
                       f"{b['sherpa_onnx']['median']} ({b['sherpa_onnx']['threads']})",
                       b["ratio"]] for b in report["best"]])
     return report
+
+
+def compare(args, rec, srec, utts, audio: float, method: str, threads: int, k: int,
+            driver: str) -> dict:
+    """One configuration, A/B alternated over ``args.runs``."""
+    search = SearchConfig(method=method, beam=args.beam)
+    meta = rec.meta
+    ours = ((lambda: decode_streamdec(rec, utts, k, search)) if driver == "recognizer" else
+            (lambda: decode_streamdec_engine(rec, utts, k, search)))
+    runs = alternate(args.runs, ours,
+                     lambda: decode_sherpa(srec, utts, k, meta.chunk_frames,
+                                           meta.encoder_frame_seconds))
+    wall = [[audio / r.seconds for r in peer] for peer in runs]
+    cpu = [[audio / r.cpu_seconds for r in peer] for peer in runs]
+    transcripts = runs[0][0].transcripts
+    return {
+        "search": method, "threads": threads, "streams": k, "driver": driver,
+        "streamdec": spread(wall[0], 2), "sherpa_onnx": spread(wall[1], 2),
+        "ratio": ratio(spread(wall[0])["median"], spread(wall[1])["median"], True),
+        "cpu_throughput": {"streamdec": spread(cpu[0], 2), "sherpa_onnx": spread(cpu[1], 2),
+                           "ratio": ratio(spread(cpu[0])["median"], spread(cpu[1])["median"],
+                                          True)},
+        "identical_transcripts": count_identical(transcripts, runs[1][0].transcripts),
+        "utterances": len(utts),
+        "transcripts_sha256": {"streamdec": digest(transcripts),
+                               "sherpa_onnx": digest(runs[1][0].transcripts)},
+        "streamdec_runs_agree": all(r.transcripts == transcripts for r in runs[0]),
+        "feature_seconds": {"streamdec": spread([r.feature_seconds for r in runs[0]], 3),
+                            "sherpa_onnx": spread([r.feature_seconds for r in runs[1]], 3)}}
 
 
 def best_ratios(configurations: list[dict]) -> list[dict]:
@@ -132,6 +155,8 @@ def best_ratios(configurations: list[dict]) -> list[dict]:
         for peer in ("streamdec", "sherpa_onnx"):
             c = max(group, key=lambda c: c[peer]["median"])
             best[peer] = {"median": c[peer]["median"], "threads": c["threads"]}
+            if peer == "streamdec":
+                best[peer]["driver"] = c["driver"]
         out.append({"search": method, "streams": k, **best,
                     "ratio": ratio(best["streamdec"]["median"], best["sherpa_onnx"]["median"],
                                    True)})
@@ -142,6 +167,10 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(ap, streams="1,16,64,100", seconds=0, runs=5)
+    ap.add_argument("--drivers", default="recognizer", type=lambda t: t.split(","),
+                    help="how streamdec is driven, comma-separated: recognizer (decode() "
+                         "in this thread), engine (the asyncio Engine: features on the loop "
+                         "thread while a worker decodes); default recognizer")
     ap.add_argument("--profile", type=int, default=64,
                     help="profile streamdec at this K when it is among --streams (0: never)")
     return ap

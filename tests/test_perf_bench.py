@@ -19,10 +19,14 @@ def run_bench(script: str, out: Path, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
-def check_configurations(report: dict, streams: list[int]) -> list[dict]:
+def check_configurations(report: dict, streams: list[int], drivers: tuple = ()) -> list[dict]:
     confs = report["configurations"]
-    assert [(c["search"], c["streams"]) for c in confs] == [
-        (m, k) for m in ("greedy", "modified_beam") for k in streams]
+    if drivers:
+        assert [(c["search"], c["streams"], c["driver"]) for c in confs] == [
+            (m, k, d) for m in ("greedy", "modified_beam") for k in streams for d in drivers]
+    else:
+        assert [(c["search"], c["streams"]) for c in confs] == [
+            (m, k) for m in ("greedy", "modified_beam") for k in streams]
     for c in confs:
         assert {"streamdec", "sherpa_onnx", "ratio"} <= set(c)
         assert c["threads"] == 1
@@ -33,19 +37,23 @@ def check_configurations(report: dict, streams: list[int]) -> list[dict]:
 @pytest.mark.slow
 def test_throughput_smoke(tmp_path):
     out = tmp_path / "throughput.json"
-    report = run_bench("throughput.py", out, "--streams", "1,2", "--profile", "2", *SMALL)
-    confs = check_configurations(report, [1, 2])
+    report = run_bench("throughput.py", out, "--streams", "1,2", "--profile", "2",
+                       "--drivers", "recognizer,engine", *SMALL)
+    confs = check_configurations(report, [1, 2], ("recognizer", "engine"))
     utts = report["setup"]["utterances"]
     assert utts >= 1
     for c in confs:
         assert c["utterances"] == utts
         assert set(c["streamdec"]) == {"median", "min", "max"}
+        assert set(c["cpu_throughput"]) == {"streamdec", "sherpa_onnx", "ratio"}
         assert c["streamdec_runs_agree"] is True
         if c["search"] == "greedy":  # greedy gives sherpa-onnx's tokens and frames
             assert c["identical_transcripts"] == utts
     streamdec_digests = {c["transcripts_sha256"]["streamdec"] for c in confs
                          if c["search"] == "greedy"}
-    assert len(streamdec_digests) == 1  # the same transcripts at every K
+    assert len(streamdec_digests) == 1  # the same transcripts at every K, by either driver
+    assert [(b["search"], b["streams"]) for b in report["best"]] == [
+        (m, k) for m in ("greedy", "modified_beam") for k in (1, 2)]
     for method in ("greedy", "modified_beam"):
         assert "function calls" in (tmp_path / f"throughput.profile-{method}-k2.txt").read_text()
 
