@@ -26,9 +26,10 @@ if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
 from devset import Utterance, dev_set  # noqa: E402
+from peer import SHERPA_METHODS  # noqa: E402
 
-__all__ = ["alternate", "spread", "ratio", "machine", "load_average", "add_common_args",
-           "int_list", "workload", "write_report", "print_table"]
+__all__ = ["alternate", "spread", "ratio", "machine", "load_average", "bench_parser",
+           "int_list", "workload", "write_report", "print_table", "main"]
 
 T = TypeVar("T")
 
@@ -97,15 +98,25 @@ def int_list(text: str) -> list[int]:
     return values
 
 
-def add_common_args(ap: argparse.ArgumentParser, streams: str, seconds: float, runs: int
-                    ) -> None:
-    """The options every comparison benchmark has."""
+def search_list(text: str) -> list[str]:
+    methods = [m for m in text.split(",") if m]
+    for m in methods:
+        if m not in SHERPA_METHODS:
+            raise argparse.ArgumentTypeError(
+                f"{m!r}: the searches both peers have are {', '.join(SHERPA_METHODS)}")
+    return methods
+
+
+def bench_parser(doc: str, streams: str, seconds: float, runs: int) -> argparse.ArgumentParser:
+    """A benchmark's command line with the options every comparison has."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="JSON report to write")
     ap.add_argument("--streams", type=int_list, default=int_list(streams),
                     help=f"stream counts K, comma-separated (default {streams})")
     ap.add_argument("--seconds", type=float, default=seconds,
                     help=f"audio seconds per run (default {seconds:g}; 0: the whole dev set)")
-    ap.add_argument("--search", default="greedy,modified_beam",
+    ap.add_argument("--search", type=search_list, default=list(SHERPA_METHODS),
                     help="search methods, comma-separated: greedy, modified_beam")
     ap.add_argument("--beam", type=int, default=4, help="modified_beam: max active paths")
     ap.add_argument("--threads", type=int_list, default=[1],
@@ -115,6 +126,14 @@ def add_common_args(ap: argparse.ArgumentParser, streams: str, seconds: float, r
                     help=f"A/B alternated runs per configuration (default {runs})")
     ap.add_argument("--dev", default="espeak", help="dev set: espeak or flite")
     ap.add_argument("--model-dir", help="model folder (default: the built-in model)")
+    return ap
+
+
+def main(parser: argparse.ArgumentParser, measure: Callable[[argparse.Namespace], dict],
+         argv=None) -> None:
+    """Parse the command line, measure, write the report."""
+    args = parser.parse_args(argv)
+    write_report(args.out, measure(args))
 
 
 def workload(dev: str, seconds: float) -> list[Utterance]:

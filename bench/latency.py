@@ -39,8 +39,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from abtest import (add_common_args, alternate, load_average, machine, print_table,  # noqa: E402
-                    ratio, spread, workload, write_report)
+from abtest import (alternate, bench_parser, load_average, machine, print_table,  # noqa: E402
+                    ratio, spread, main, workload)
 from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
 from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.engine import Engine, EngineConfig  # noqa: E402
@@ -253,10 +253,7 @@ def summarise(runs: list[dict]) -> dict:
 
 def measure(args) -> dict:
     utts = workload(args.dev, max(60.0, args.seconds))
-    searches = args.search.split(",")
-    for method in searches:
-        if method not in SHERPA_METHODS:
-            parser().error(f"--search: {method!r}: sherpa-onnx has greedy and modified_beam")
+    searches = args.search
     engine_config = EngineConfig(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms)
     report: dict = {"setup": {
         "benchmark": "latency", "dev": args.dev, "seconds": args.seconds, "runs": args.runs,
@@ -300,10 +297,8 @@ def measure(args) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(ap, streams="100", seconds=20, runs=3)
-    ap.set_defaults(search="greedy")
+    ap = bench_parser(__doc__, streams="100", seconds=20, runs=3)
+    ap.set_defaults(search=["greedy"])
     ap.add_argument("--piece-ms", type=float, default=100.0,
                     help="audio per feed of a stream, ms (default 100)")
     ap.add_argument("--max-batch", type=int, default=EngineConfig.max_batch,
@@ -313,10 +308,5 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv=None) -> None:
-    args = parser().parse_args(argv)
-    write_report(args.out, measure(args))
-
-
 if __name__ == "__main__":
-    main()
+    main(parser(), measure)

@@ -36,8 +36,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from abtest import (add_common_args, alternate, load_average, machine, print_table,  # noqa: E402
-                    ratio, spread, workload, write_report)
+from abtest import (alternate, bench_parser, load_average, machine, print_table,  # noqa: E402
+                    ratio, spread, main, workload)
 from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
                           decode_streamdec_engine, digest)
 from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
@@ -66,10 +66,7 @@ def profile(run, path: Path) -> None:
 def measure(args) -> dict:
     utts = workload(args.dev, args.seconds)
     audio = sum(u.seconds for u in utts)
-    searches = args.search.split(",")
-    for method in searches:
-        if method not in SHERPA_METHODS:
-            parser().error(f"--search: {method!r}: sherpa-onnx has greedy and modified_beam")
+    searches = args.search
     for driver in args.drivers:
         if driver not in ("recognizer", "engine"):
             parser().error(f"--drivers: {driver!r}: recognizer or engine")
@@ -164,9 +161,7 @@ def best_ratios(configurations: list[dict]) -> list[dict]:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(ap, streams="1,16,64,100", seconds=0, runs=5)
+    ap = bench_parser(__doc__, streams="1,16,64,100", seconds=0, runs=5)
     ap.add_argument("--drivers", default="recognizer", type=lambda t: t.split(","),
                     help="how streamdec is driven, comma-separated: recognizer (decode() "
                          "in this thread), engine (the asyncio Engine: features on the loop "
@@ -176,10 +171,5 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv=None) -> None:
-    args = parser().parse_args(argv)
-    write_report(args.out, measure(args))
-
-
 if __name__ == "__main__":
-    main()
+    main(parser(), measure)
