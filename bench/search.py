@@ -33,10 +33,9 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from devset import Utterance, dev_set, error_rates, transcribe  # noqa: E402
+from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
 from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SEARCH_METHODS, SearchConfig  # noqa: E402
-
-SHERPA_METHODS = {"greedy": "greedy_search", "modified_beam": "modified_beam_search"}
 
 
 def decode_seconds(rec: Recognizer, utts: list[Utterance], search: SearchConfig, batch: int
@@ -45,16 +44,6 @@ def decode_seconds(rec: Recognizer, utts: list[Utterance], search: SearchConfig,
     t0 = time.perf_counter()
     transcribe(rec, utts, search=search, batch=batch)
     return time.perf_counter() - t0
-
-
-def sherpa_recognizer(model_dir: Path, model_type: str, method: str, beam: int):
-    import sherpa_onnx
-
-    return sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(model_dir / "tokens.txt"), encoder=str(model_dir / "encoder.onnx"),
-        decoder=str(model_dir / "decoder.onnx"), joiner=str(model_dir / "joiner.onnx"),
-        num_threads=1, sample_rate=16000, feature_dim=80, decoding_method=method,
-        max_active_paths=beam, model_type=model_type)
 
 
 def sherpa_run(srec, utts: list[Utterance], batch: int, tail_frames: int

@@ -2,8 +2,9 @@
 
 Samples at any rate go in (float in [-1, 1] or int16; anything else is rejected); they
 are resampled to the model's rate with a streaming soxr resampler (never restarted per
-chunk) and turned into 80-dim log-mel fbank frames by kaldi-native-fbank. Frames come
-out as float32 arrays of shape (num_frames, num_bins).
+chunk) and turned into 80-dim log-mel fbank frames: Kaldi's fbank, the window and mel
+weights of kaldi-native-fbank applied to many frames at once (``fbank``). Frames come out
+as float32 arrays of shape (num_frames, num_bins).
 
 Typical use (what ``Stream`` does)::
 
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import kaldi_native_fbank as knf
 import numpy as np
 import soxr
 
 from .errors import AudioInputError, ConfigError, StreamStateError
+from .fbank import OnlineFbank, fbank_for, fbank_options
 from .validation import require_finite
 
 __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples",
@@ -55,29 +56,6 @@ class FeatureConfig:
     @property
     def frame_shift_samples(self) -> int:
         return int(round(self.sample_rate * self.frame_shift_ms / 1000))
-
-
-def fbank_options(config: FeatureConfig) -> knf.FbankOptions:
-    """kaldi-native-fbank options, every one set explicitly (its own defaults differ:
-    dither 3e-5, snip_edges true, high_freq 0)."""
-    opts = knf.FbankOptions()
-    opts.frame_opts.samp_freq = float(config.sample_rate)
-    opts.frame_opts.frame_length_ms = config.frame_length_ms
-    opts.frame_opts.frame_shift_ms = config.frame_shift_ms
-    opts.frame_opts.dither = 0.0
-    opts.frame_opts.snip_edges = False
-    opts.frame_opts.window_type = "povey"
-    opts.frame_opts.preemph_coeff = 0.97
-    opts.frame_opts.remove_dc_offset = True
-    opts.frame_opts.round_to_power_of_two = True
-    opts.mel_opts.num_bins = config.num_bins
-    opts.mel_opts.low_freq = config.low_freq
-    opts.mel_opts.high_freq = config.high_freq
-    opts.mel_opts.is_librosa = False
-    opts.use_energy = False
-    opts.use_log_fbank = True
-    opts.use_power = True
-    return opts
 
 
 #: Float samples beyond [-1, 1] up to this magnitude are clipped; beyond it, rejected.
@@ -122,11 +100,15 @@ class StreamingFeatures:
 
     def __init__(self, config: FeatureConfig) -> None:
         self.config = config
-        self._fbank = knf.OnlineFbank(fbank_options(config))
+        self._fbank = OnlineFbank(fbank_for(config))
         self._input_rate: int | None = None
         self._resampler: soxr.ResampleStream | None = None
-        self._frames: np.ndarray = np.zeros((0, config.num_bins), dtype=np.float32)
-        self._first_frame = 0  # absolute index of self._frames[0]
+        # Frames live in rows [_lo, _hi) of _buf (absolute index _first_frame at row _lo).
+        # Rows are only ever appended, never rewritten: a view handed out by frames() stays
+        # valid while a worker thread reads it; a full buffer is replaced by a new one.
+        self._buf: np.ndarray = np.zeros((0, config.num_bins), dtype=np.float32)
+        self._lo = self._hi = 0
+        self._first_frame = 0
         self._finished = False
         self.num_samples_accepted = 0  # at the input rate
 
@@ -136,7 +118,7 @@ class StreamingFeatures:
 
     @property
     def num_frames_ready(self) -> int:
-        return self._first_frame + len(self._frames)
+        return self._first_frame + self._hi - self._lo
 
     @property
     def finished(self) -> bool:
@@ -172,37 +154,40 @@ class StreamingFeatures:
             self._feed(self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
         if tail_padding_frames > 0:
             self._feed(np.zeros(tail_padding_frames * self.config.frame_shift_samples, np.float32))
-        self._fbank.input_finished()
-        self._collect()
+        self._append(self._fbank.input_finished())
         self._finished = True
 
     def frames(self, start: int, count: int) -> np.ndarray:
-        """Frames [start, start + count) as a (count, num_bins) float32 array."""
+        """Frames [start, start + count) as a (count, num_bins) float32 array: a view
+        that frames accepted later never change."""
         lo = start - self._first_frame
         if lo < 0 or start + count > self.num_frames_ready:
             raise IndexError(f"frames [{start}, {start + count}) not available "
                              f"(have [{self._first_frame}, {self.num_frames_ready}))")
-        return self._frames[lo:lo + count]
+        return self._buf[self._lo + lo:self._lo + lo + count]
 
     def drop_before(self, index: int) -> None:
-        """Free frames before absolute index ``index``."""
-        n = index - self._first_frame
+        """Free frames before absolute index ``index`` (their rows are reused when the
+        buffer is next replaced)."""
+        n = min(index, self.num_frames_ready) - self._first_frame
         if n > 0:
-            self._frames = self._frames[n:].copy()
-            self._first_frame = index
+            self._lo += n
+            self._first_frame += n
 
     def _feed(self, x: np.ndarray) -> None:
         if len(x):
-            self._fbank.accept_waveform(float(self.config.sample_rate), x)
-            self._collect()
+            self._append(self._fbank.accept_waveform(x))
 
-    def _collect(self) -> None:
-        ready = self._fbank.num_frames_ready
-        have = self.num_frames_ready
-        if ready > have:
-            new = np.stack([self._fbank.get_frame(i) for i in range(have, ready)])
-            self._frames = np.concatenate([self._frames, new.astype(np.float32, copy=False)])
-            self._fbank.pop(ready - have)
+    def _append(self, new: np.ndarray) -> None:
+        live, n = self._hi - self._lo, len(new)
+        if n == 0:
+            return
+        if self._hi + n > len(self._buf):  # a new buffer holding the live frames only
+            buf = np.empty((max(2 * (live + n), 64), self.config.num_bins), np.float32)
+            buf[:live] = self._buf[self._lo:self._hi]
+            self._buf, self._lo, self._hi = buf, 0, live
+        self._buf[self._hi:self._hi + n] = new
+        self._hi += n
 
 
 def compute_fbank(samples: np.ndarray, sample_rate: int, config: FeatureConfig | None = None,

@@ -70,7 +70,7 @@ class Scored:
         its own score or ``score`` (merged paths)."""
         hyp = self.hyps[r]
         if score is None:
-            score = float(self.total[r, token])
+            score = self.total.item(r, token)
         if token in self.blank_ids:
             return hyp.rescored(score)
         graph = self.graphs[r]
@@ -89,7 +89,7 @@ class Scored:
         best: ``prune(merge(children), k)`` without making the children that lose."""
         groups: dict[tuple[int, ...], list] = {}
         for r, v, frame in cands:
-            score = float(self.total[r, v])
+            score = self.total.item(r, v)
             if score == -math.inf:
                 continue
             tokens = self.hyps[r].tokens

@@ -45,42 +45,48 @@ class GreedySearch(Search[GreedyState]):
         current decoder output in one joiner call, then each stream reads its rows up to
         its first token; only streams that emitted need a new decoder output and another
         round. The decisions equal a frame-by-frame walk."""
-        num_frames = encoder_out.shape[1]
+        num, num_frames = encoder_out.shape[:2]
+        blanks = (self.blank_id, self.unk_id)
+        max_sym = self.config.max_sym_per_frame
         hyps = [s.hyp for s in states]
         scores = [h.score for h in hyps]
         dec = np.stack([s.decoder_out for s in states])
-        pos = [0] * len(states)  # next frame each stream scores
-        at_pos = [0] * len(states)  # symbols already emitted at that frame
-        todo = list(range(len(states)))
+        pos = [0] * num  # next frame each stream scores
+        at_pos = [0] * num  # symbols already emitted at that frame
+        todo = list(range(num))
+        # first round: every frame of every stream, in stream-major order
+        enc, dec_rows = encoder_out.reshape(num * num_frames, -1), np.repeat(dec, num_frames, 0)
         while todo:
-            rows_n = [n for n in todo for _ in range(pos[n], num_frames)]
-            rows_t = [t for n in todo for t in range(pos[n], num_frames)]
-            logp, reported = self.scores(encoder_out[rows_n, rows_t], dec[rows_n])
-            best = logp.argmax(axis=-1).tolist()
+            logp, reported = self.scores(enc, dec_rows)
+            best = logp.argmax(axis=-1)
+            picked = logp[np.arange(len(best)), best].tolist()
+            best = best.tolist()
             emitted = []
             r = 0
             for n in todo:
-                first = r
-                r += num_frames - pos[n]
-                for row in range(first, r):
-                    t, token = rows_t[row], best[row]
-                    scores[n] += float(logp[row, token])
-                    if self.is_blank(token):
-                        pos[n], at_pos[n] = t + 1, 0
+                t, end, at, score = pos[n], r + num_frames - pos[n], at_pos[n], scores[n]
+                for row in range(r, end):  # this stream's frames t, t + 1, ...
+                    token = best[row]
+                    score += picked[row]
+                    if token in blanks:
+                        t, at = t + 1, 0
                         continue
                     hyps[n] = hyps[n].extend(token, states[n].frame_offset + t,
-                                             float(reported[row, token]), scores[n])
-                    at_pos[n] += 1
-                    if at_pos[n] >= self.config.max_sym_per_frame:
-                        pos[n], at_pos[n] = t + 1, 0
-                    else:
-                        pos[n] = t
+                                             float(reported[row, token]), score)
+                    at += 1
+                    if at >= max_sym:
+                        t, at = t + 1, 0
                     emitted.append(n)
                     break
+                scores[n], pos[n], at_pos[n], r = score, t, at, end
             if emitted:
                 dec[emitted] = self.decoder_cache.get([hyps[n].context for n in emitted])
             todo = [n for n in emitted if pos[n] < num_frames]
-        return [replace(s, hyp=replace(h, score=sc), decoder_out=dec[n],
+            if todo:
+                rows_n = [n for n in todo for _ in range(pos[n], num_frames)]
+                rows_t = [t for n in todo for t in range(pos[n], num_frames)]
+                enc, dec_rows = encoder_out[rows_n, rows_t], dec[rows_n]
+        return [replace(s, hyp=h.rescored(sc), decoder_out=dec[n],
                         frame_offset=s.frame_offset + num_frames)
                 for n, (s, h, sc) in enumerate(zip(states, hyps, scores))]
 

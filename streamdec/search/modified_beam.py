@@ -29,11 +29,21 @@ class ModifiedBeamSearch(BeamSearchBase):
                ) -> list[list[Hypothesis]]:
         """enc (N, D): one frame per stream -> the new beams."""
         scored, rows = self._score(beams, enc, graphs, words)
-        vocab = scored.total.shape[1]
+        total, k = scored.total, self.config.beam
+        vocab = total.shape[1]
+        # every stream's (hypotheses x vocabulary) scores as one row (-inf after its own),
+        # ranked by one stable sort: the order each stream's own sort would give
+        sizes = [len(r) * vocab for r in rows]
+        if min(sizes) == max(sizes):
+            flat = total.reshape(len(rows), sizes[0])
+        else:
+            flat = np.full((len(rows), max(sizes)), -np.inf)
+            for n, r in enumerate(rows):
+                flat[n, :sizes[n]] = total[r.start:r.stop].ravel()
+        order = np.argsort(-flat, axis=1, kind="stable")[:, :k].tolist()
         out = []
         for n, r in enumerate(rows):
-            flat = scored.total[r.start:r.stop].ravel()
-            best = np.argsort(-flat, kind="stable")[:self.config.beam]
-            out.append(scored.select([(r.start + int(i) // vocab, int(i) % vocab, frames[n])
-                                      for i in best], len(best)))
+            best = [i for i in order[n] if i < sizes[n]]
+            out.append(scored.select([(r.start + i // vocab, i % vocab, frames[n]) for i in best],
+                                     len(best)))
         return out

@@ -1,0 +1,175 @@
+"""Decode throughput in process: K streams of dev-set audio decoded together as fast as
+possible by streamdec (``Recognizer``) and by sherpa-onnx (``decode_streams``) on the same
+model files, with the same search and ONNX Runtime thread count, A/B alternated.
+
+    python bench/throughput.py --out bench-throughput.json
+    python bench/throughput.py --out r.json --streams 16,64 --search greedy --threads 1,2
+
+Throughput is audio seconds decoded per wall second (features included: both peers compute
+fbank when a stream accepts its audio). Endpointing is off for both (one final result per
+utterance), so the transcripts compare one to one: ``identical_transcripts`` counts the
+utterances whose symbols and symbol frames are the same in both. ``transcripts_sha256``
+identifies streamdec's transcripts, to show that a change to streamdec changed none.
+
+Each configuration (search, threads, K, driver) holds ``streamdec`` and ``sherpa_onnx``
+throughput (median, min, max over ``--runs``) and ``ratio`` (streamdec / sherpa-onnx, > 1:
+streamdec is faster); ``cpu_throughput`` the same per CPU second of the process (all its
+threads): on a machine shared with other work it varies less than wall time, and with one
+thread each it measures the same thing. ``--drivers recognizer,engine`` also drives
+streamdec through its asyncio Engine (features of new streams computed on the loop thread
+while a worker thread decodes). ``best`` compares each peer at its best thread count (and
+streamdec at its best driver).
+A cProfile of streamdec at ``--profile`` streams is saved beside the report
+(``REPORT.profile-SEARCH-kK.txt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from abtest import (alternate, bench_parser, load_average, machine, print_table,  # noqa: E402
+                    ratio, spread, main, workload)
+from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
+                          decode_streamdec_engine, digest)
+from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
+from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
+from streamdec.search import SearchConfig  # noqa: E402
+
+
+def make_recognizer(model_dir: str | None, threads: int) -> Recognizer:
+    return Recognizer(RecognizerConfig(
+        model=ModelConfig(model_dir=model_dir, num_threads=threads),
+        endpoint=EndpointConfig(enabled=False)))
+
+
+def profile(run, path: Path) -> None:
+    """cProfile of one call of ``run``, as text (by own time, then cumulative) in ``path``."""
+    prof = cProfile.Profile()
+    prof.runcall(run)
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.strip_dirs().sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(40)
+    path.write_text(text.getvalue(), encoding="utf-8")
+    print(f"profile written to {path}", file=sys.stderr)
+
+
+def measure(args) -> dict:
+    utts = workload(args.dev, args.seconds)
+    audio = sum(u.seconds for u in utts)
+    searches = args.search
+    for driver in args.drivers:
+        if driver not in ("recognizer", "engine"):
+            parser().error(f"--drivers: {driver!r}: recognizer or engine")
+    report: dict = {"setup": {
+        "benchmark": "throughput", "dev": args.dev, "utterances": len(utts),
+        "audio_seconds": round(audio, 2), "runs": args.runs, "beam": args.beam,
+        "streams": args.streams, "threads": args.threads, "endpointing": False,
+        "unit": "audio seconds decoded per wall second"}, "configurations": []}
+    load_before = load_average()
+    rows = []
+    for threads in args.threads:
+        rec = make_recognizer(args.model_dir, threads)
+        model_dir, meta = rec.config.model.path, rec.meta
+        report["setup"]["model_dir"] = str(model_dir)
+        for method in searches:
+            search = SearchConfig(method=method, beam=args.beam)
+            srec = sherpa_recognizer(model_dir, meta.model_type, SHERPA_METHODS[method],
+                                     args.beam, threads)
+            for k in args.streams:
+                for driver in args.drivers:
+                    conf = compare(args, rec, srec, utts, audio, method, threads, k, driver)
+                    report["configurations"].append(conf)
+                    rows.append([method, threads, k, driver, conf["streamdec"]["median"],
+                                 conf["sherpa_onnx"]["median"], conf["ratio"],
+                                 conf["cpu_throughput"]["ratio"],
+                                 f"{conf['identical_transcripts']}/{len(utts)}"])
+                    print(" ".join(map(str, rows[-1])), file=sys.stderr)
+            if args.profile in args.streams and threads == args.threads[0]:
+                profile(lambda: decode_streamdec(rec, utts, args.profile, search),
+                        args.out.with_name(f"{args.out.stem}.profile-{method}-"
+                                           f"k{args.profile}.txt"))
+    report["best"] = best_ratios(report["configurations"])
+    report["machine"] = machine(load_before)
+    print_table(["search", "threads", "K", "driver", "streamdec", "sherpa-onnx", "ratio",
+                 "CPU ratio", "identical"], rows)
+    if len(args.threads) > 1 or len(args.drivers) > 1:
+        print_table(["search", "K", "streamdec (threads, driver)", "sherpa-onnx (threads)",
+                     "ratio"],
+                    [[b["search"], b["streams"],
+                      f"{b['streamdec']['median']} ({b['streamdec']['threads']}, "
+                      f"{b['streamdec']['driver']})",
+                      f"{b['sherpa_onnx']['median']} ({b['sherpa_onnx']['threads']})",
+                      b["ratio"]] for b in report["best"]])
+    return report
+
+
+def compare(args, rec, srec, utts, audio: float, method: str, threads: int, k: int,
+            driver: str) -> dict:
+    """One configuration, A/B alternated over ``args.runs``."""
+    search = SearchConfig(method=method, beam=args.beam)
+    meta = rec.meta
+    ours = ((lambda: decode_streamdec(rec, utts, k, search)) if driver == "recognizer" else
+            (lambda: decode_streamdec_engine(rec, utts, k, search)))
+    runs = alternate(args.runs, ours,
+                     lambda: decode_sherpa(srec, utts, k, meta.chunk_frames,
+                                           meta.encoder_frame_seconds))
+    wall = [[audio / r.seconds for r in peer] for peer in runs]
+    cpu = [[audio / r.cpu_seconds for r in peer] for peer in runs]
+    transcripts = runs[0][0].transcripts
+    return {
+        "search": method, "threads": threads, "streams": k, "driver": driver,
+        "streamdec": spread(wall[0], 2), "sherpa_onnx": spread(wall[1], 2),
+        "ratio": ratio(spread(wall[0])["median"], spread(wall[1])["median"], True),
+        "cpu_throughput": {"streamdec": spread(cpu[0], 2), "sherpa_onnx": spread(cpu[1], 2),
+                           "ratio": ratio(spread(cpu[0])["median"], spread(cpu[1])["median"],
+                                          True)},
+        "identical_transcripts": count_identical(transcripts, runs[1][0].transcripts),
+        "utterances": len(utts),
+        "transcripts_sha256": {"streamdec": digest(transcripts),
+                               "sherpa_onnx": digest(runs[1][0].transcripts)},
+        "streamdec_runs_agree": all(r.transcripts == transcripts for r in runs[0]),
+        "feature_seconds": {"streamdec": spread([r.feature_seconds for r in runs[0]], 3),
+                            "sherpa_onnx": spread([r.feature_seconds for r in runs[1]], 3)}}
+
+
+def best_ratios(configurations: list[dict]) -> list[dict]:
+    """Per (search, K): each peer at the thread count where its median is best."""
+    out = []
+    keys = dict.fromkeys((c["search"], c["streams"]) for c in configurations)
+    for method, k in keys:
+        group = [c for c in configurations if c["search"] == method and c["streams"] == k]
+        best = {}
+        for peer in ("streamdec", "sherpa_onnx"):
+            c = max(group, key=lambda c: c[peer]["median"])
+            best[peer] = {"median": c[peer]["median"], "threads": c["threads"]}
+            if peer == "streamdec":
+                best[peer]["driver"] = c["driver"]
+        out.append({"search": method, "streams": k, **best,
+                    "ratio": ratio(best["streamdec"]["median"], best["sherpa_onnx"]["median"],
+                                   True)})
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = bench_parser(__doc__, streams="1,16,64,100", seconds=0, runs=5)
+    ap.add_argument("--drivers", default="recognizer", type=lambda t: t.split(","),
+                    help="how streamdec is driven, comma-separated: recognizer (decode() "
+                         "in this thread), engine (the asyncio Engine: features on the loop "
+                         "thread while a worker decodes); default recognizer")
+    ap.add_argument("--profile", type=int, default=64,
+                    help="profile streamdec at this K when it is among --streams (0: never)")
+    return ap
+
+
+if __name__ == "__main__":
+    main(parser(), measure)

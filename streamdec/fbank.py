@@ -1,0 +1,191 @@
+"""Kaldi's log-mel filterbank (as kaldi-native-fbank computes it), for many frames at once.
+
+The models were trained on kaldi-native-fbank's features; kaldi-native-fbank computes them
+one frame at a time in C++ while holding the GIL. This module takes from it what defines
+the features (the window and the mel filter bank weights, so the bins are Kaldi's to the
+last bit) and runs the per-frame arithmetic with numpy over a block of frames at once:
+
+    frame (25 ms, reflected at the signal's edges) -> minus its mean -> pre-emphasis
+    -> window -> FFT (zero-padded to a power of two) -> power spectrum -> mel weights
+    -> log (floored at float32 epsilon)
+
+The framing follows kaldi-native-fbank's online extractor exactly: which frames exist,
+when each becomes ready, and how the last frames are reflected at the end of the input.
+The FFT runs in double precision, so the values differ from kaldi-native-fbank's only by
+float rounding (tests/test_features.py states the tolerance); each frame's values depend
+only on its own samples, never on how the audio was split or how many frames were
+computed together. About 5x faster than kaldi-native-fbank on this machine.
+
+    fbank = Fbank(FeatureConfig())       # shared by every stream of one config
+    online = OnlineFbank(fbank)          # one per stream
+    new_frames = online.accept_waveform(samples)   # (n, num_bins) float32
+    last_frames = online.input_finished()
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import kaldi_native_fbank as knf
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+if TYPE_CHECKING:
+    from .features import FeatureConfig
+
+__all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for"]
+
+#: frames computed per numpy call (bounds the temporary arrays)
+BLOCK_FRAMES = 64
+
+
+def fbank_options(config: "FeatureConfig") -> knf.FbankOptions:
+    """kaldi-native-fbank options, every one set explicitly (its own defaults differ:
+    dither 3e-5, snip_edges true, high_freq 0)."""
+    opts = knf.FbankOptions()
+    opts.frame_opts.samp_freq = float(config.sample_rate)
+    opts.frame_opts.frame_length_ms = config.frame_length_ms
+    opts.frame_opts.frame_shift_ms = config.frame_shift_ms
+    opts.frame_opts.dither = 0.0
+    opts.frame_opts.snip_edges = False
+    opts.frame_opts.window_type = "povey"
+    opts.frame_opts.preemph_coeff = 0.97
+    opts.frame_opts.remove_dc_offset = True
+    opts.frame_opts.round_to_power_of_two = True
+    opts.mel_opts.num_bins = config.num_bins
+    opts.mel_opts.low_freq = config.low_freq
+    opts.mel_opts.high_freq = config.high_freq
+    opts.mel_opts.is_librosa = False
+    opts.use_energy = False
+    opts.use_log_fbank = True
+    opts.use_power = True
+    return opts
+
+
+class Fbank:
+    """The constants of one feature configuration: frame geometry, window, mel weights.
+    Immutable; shared by every stream (``fbank_for``)."""
+
+    def __init__(self, config: "FeatureConfig") -> None:
+        opts = fbank_options(config)
+        frame = opts.frame_opts
+        self.num_bins = config.num_bins
+        self.window = np.array(knf.FeatureWindowFunction(frame).window, np.float32)
+        self.frame_length = len(self.window)
+        # kaldi-native-fbank's window shift: float32 arithmetic, truncated
+        self.frame_shift = int(np.float32(frame.samp_freq) * np.float32(0.001)
+                               * np.float32(frame.frame_shift_ms))
+        self.preemph = np.float32(frame.preemph_coeff)
+        weights = knf.MelBanks(opts.mel_opts, frame, 1.0).get_matrix()  # (bins, fft/2 + 1)
+        self.fft_size = 2 * (weights.shape[1] - 1)
+        # each bin's nonzero weights as columns k = 0.. of (bins,) vectors, zero-padded
+        nonzero = [np.flatnonzero(row) for row in weights]
+        first = np.array([nz[0] for nz in nonzero])
+        width = max(nz[-1] + 1 - nz[0] for nz in nonzero)
+        self._fft_bin = np.minimum(first[None, :] + np.arange(width)[:, None],
+                                   weights.shape[1] - 1)  # (width, bins)
+        self._weight = np.zeros((width, self.num_bins, 1), np.float32)
+        for b, nz in enumerate(nonzero):
+            n = nz[-1] + 1 - nz[0]
+            self._weight[:n, b, 0] = weights[b, nz[0]:nz[0] + n]
+        self._floor = np.finfo(np.float32).eps
+
+    def first_sample(self, frame: int) -> int:
+        """Absolute index of frame ``frame``'s first sample (negative: before the start)."""
+        return self.frame_shift * frame + self.frame_shift // 2 - self.frame_length // 2
+
+    def num_frames(self, num_samples: int, flush: bool) -> int:
+        """Frames that ``num_samples`` samples make: all of them at the end of the input
+        (``flush``), else those that end within the samples."""
+        n = (num_samples + self.frame_shift // 2) // self.frame_shift
+        if flush:
+            return n
+        while n > 0 and self.first_sample(n - 1) + self.frame_length > num_samples:
+            n -= 1
+        return n
+
+    def log_mel(self, frames: np.ndarray) -> np.ndarray:
+        """Raw frames (n, frame_length) float32 -> log-mel features (n, num_bins) float32.
+        Row-wise: a row's result depends on that row only."""
+        x = frames - frames.mean(axis=1, keepdims=True, dtype=np.float32)
+        x[:, 1:] -= self.preemph * x[:, :-1]
+        x[:, 0] -= self.preemph * x[:, 0]
+        x *= self.window
+        spectrum = np.fft.rfft(x.astype(np.float64), n=self.fft_size, axis=1)
+        power_t = (spectrum.real ** 2 + spectrum.imag ** 2).T.astype(np.float32)  # (fft/2+1, n)
+        terms = power_t[self._fft_bin]  # (width, bins, n): the k-th FFT bin of every mel bin
+        terms *= self._weight
+        energy = np.add.reduce(terms, axis=0)  # summed over k in order, for each element
+        return np.log(np.maximum(energy, self._floor)).T.copy()
+
+
+@functools.lru_cache(maxsize=16)
+def fbank_for(config: "FeatureConfig") -> Fbank:
+    """The shared Fbank of a configuration."""
+    return Fbank(config)
+
+
+class OnlineFbank:
+    """One stream's framing state: samples not yet needed by a computed frame are kept;
+    each call returns the frames that became ready (kaldi-native-fbank's online rules:
+    a frame is ready when its last sample has arrived, the rest at the end of the input,
+    reflected at the edges of what is kept)."""
+
+    def __init__(self, fbank: Fbank) -> None:
+        self.fbank = fbank
+        self._wave = np.zeros(0, np.float32)  # samples from absolute index _offset on
+        self._offset = 0
+        self.num_frames_ready = 0
+        self.finished = False
+
+    def accept_waveform(self, samples: np.ndarray) -> np.ndarray:
+        """Add float32 samples; returns the frames now ready, (n, num_bins)."""
+        self._wave = np.concatenate([self._wave, samples.astype(np.float32, copy=False)])
+        return self._compute(flush=False)
+
+    def input_finished(self) -> np.ndarray:
+        """End of input: returns the remaining frames."""
+        self.finished = True
+        return self._compute(flush=True)
+
+    def _compute(self, flush: bool) -> np.ndarray:
+        fb, old = self.fbank, self.num_frames_ready
+        new = fb.num_frames(self._offset + len(self._wave), flush)
+        if new <= old:
+            return np.zeros((0, fb.num_bins), np.float32)
+        blocks = [fb.log_mel(self._windows(a, min(a + BLOCK_FRAMES, new)))
+                  for a in range(old, new, BLOCK_FRAMES)]
+        self.num_frames_ready = new
+        drop = fb.first_sample(new) - self._offset  # samples no later frame needs
+        if drop > 0:
+            self._wave = self._wave[drop:]
+            self._offset += drop
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+    def _windows(self, a: int, b: int) -> np.ndarray:
+        """Raw samples of frames [a, b): (b - a, frame_length) float32."""
+        fb, wave = self.fbank, self._wave
+        shift, length = fb.frame_shift, fb.frame_length
+        start = fb.first_sample(a) - self._offset  # index in _wave
+        # frames [a + lo, a + hi) lie inside the kept samples; the others need reflection
+        lo = min(b - a, max(0, -(start // shift)))
+        hi = max(lo, min(b - a, (len(wave) - length - start) // shift + 1))
+        if hi > lo:
+            inside = sliding_window_view(wave, length)[start + lo * shift:
+                                                       start + (hi - 1) * shift + 1:shift]
+            if lo == 0 and hi == b - a:
+                return inside.copy()
+        out = np.empty((b - a, length), np.float32)
+        if hi > lo:
+            out[lo:hi] = inside
+        edges = [r for r in range(b - a) if not lo <= r < hi]
+        idx = (start + shift * np.array(edges))[:, None] + np.arange(length)
+        n = len(wave)
+        while True:  # reflect about the ends of the kept samples (again if still outside)
+            low, high = idx < 0, idx >= n
+            if not (low.any() or high.any()):
+                break
+            idx = np.where(low, -idx - 1, np.where(high, 2 * n - 1 - idx, idx))
+        out[edges] = wave[idx]
+        return out

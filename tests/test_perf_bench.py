@@ -1,0 +1,79 @@
+"""The comparison benchmarks (throughput, overhead, latency) run end to end at a tiny size on
+the built-in model and write the documented report. Their numbers are not checked: speed is
+the benchmarks' business, not the tests'."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["--seconds", "4", "--runs", "1", "--search", "greedy,modified_beam"]
+
+
+def run_bench(script: str, out: Path, *args: str) -> dict:
+    subprocess.run([sys.executable, str(REPO / "bench" / script), "--out", str(out), *args],
+                   check=True, capture_output=True, timeout=300)
+    return json.loads(out.read_text())
+
+
+def check_configurations(report: dict, streams: list[int], drivers: tuple = ()) -> list[dict]:
+    confs = report["configurations"]
+    if drivers:
+        assert [(c["search"], c["streams"], c["driver"]) for c in confs] == [
+            (m, k, d) for m in ("greedy", "modified_beam") for k in streams for d in drivers]
+    else:
+        assert [(c["search"], c["streams"]) for c in confs] == [
+            (m, k) for m in ("greedy", "modified_beam") for k in streams]
+    for c in confs:
+        assert {"streamdec", "sherpa_onnx", "ratio"} <= set(c)
+        assert c["threads"] == 1
+    assert {"cpu", "cores", "onnxruntime", "sherpa_onnx"} <= set(report["machine"])
+    return confs
+
+
+@pytest.mark.slow
+def test_throughput_smoke(tmp_path):
+    out = tmp_path / "throughput.json"
+    report = run_bench("throughput.py", out, "--streams", "1,2", "--profile", "2",
+                       "--drivers", "recognizer,engine", *SMALL)
+    confs = check_configurations(report, [1, 2], ("recognizer", "engine"))
+    utts = report["setup"]["utterances"]
+    assert utts >= 1
+    for c in confs:
+        assert c["utterances"] == utts
+        assert set(c["streamdec"]) == {"median", "min", "max"}
+        assert set(c["cpu_throughput"]) == {"streamdec", "sherpa_onnx", "ratio"}
+        assert c["streamdec_runs_agree"] is True
+        if c["search"] == "greedy":  # greedy gives sherpa-onnx's tokens and frames
+            assert c["identical_transcripts"] == utts
+    streamdec_digests = {c["transcripts_sha256"]["streamdec"] for c in confs
+                         if c["search"] == "greedy"}
+    assert len(streamdec_digests) == 1  # the same transcripts at every K, by either driver
+    assert [(b["search"], b["streams"]) for b in report["best"]] == [
+        (m, k) for m in ("greedy", "modified_beam") for k in (1, 2)]
+    for method in ("greedy", "modified_beam"):
+        assert "function calls" in (tmp_path / f"throughput.profile-{method}-k2.txt").read_text()
+
+
+@pytest.mark.slow
+def test_overhead_smoke(tmp_path):
+    report = run_bench("overhead.py", tmp_path / "overhead.json", "--streams", "2", *SMALL)
+    for c in check_configurations(report, [2]):
+        assert c["bare"]["calls"]["encoder"] >= 1 and c["bare"]["calls"]["joiner"] >= 1
+        assert set(c["streamdec"]["seconds"]) == {"decode", "features", "encoder", "search",
+                                                   "bookkeeping"}
+        assert set(c["sherpa_onnx"]["seconds"]) == {"decode", "features"}
+        assert set(c["streamdec"]["overhead"]) == {"median", "min", "max"}
+
+
+@pytest.mark.slow
+def test_latency_smoke(tmp_path):
+    report = run_bench("latency.py", tmp_path / "latency.json", "--streams", "2",
+                       "--seconds", "1.5", "--runs", "1", "--search", "greedy,modified_beam")
+    for c in check_configurations(report, [2]):
+        for peer in ("streamdec", "sherpa_onnx"):
+            assert {"p50", "p95", "p99", "max", "results"} <= set(c[peer])
+            assert c[peer]["results"]["median"] >= 1
