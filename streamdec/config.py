@@ -1,7 +1,8 @@
 """Config files (TOML) -> frozen config dataclasses, validated once.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
-(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``) and ``[audio]``; any key it leaves
+(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[audio]`` and ``[server]`` (the
+daemon, ``streamdec.server.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
 """
 
@@ -19,6 +20,7 @@ from .features import FeatureConfig
 from .models.config import ModelConfig
 from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
+from .server.config import ServerConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,6 +48,7 @@ class AudioConfig:
 class AppConfig:
     recognizer: RecognizerConfig = field(default_factory=RecognizerConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
 
 
 def _build(cls, table: Any, where: str):
@@ -64,7 +67,8 @@ def _build(cls, table: Any, where: str):
 
 def parse_config(data: dict, where: str = "config") -> AppConfig:
     """Build an AppConfig from a parsed TOML document."""
-    unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio"})
+    unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
+                                "server"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     endpoint = dict(data.get("endpoint", {}))
@@ -77,7 +81,8 @@ def parse_config(data: dict, where: str = "config") -> AppConfig:
         search=_build(SearchConfig, data.get("search", {}), f"{where} [search]"),
         endpoint=_build(EndpointConfig, endpoint, f"{where} [endpoint]"))
     return AppConfig(recognizer=rec, audio=_build(AudioConfig, data.get("audio", {}),
-                                                  f"{where} [audio]"))
+                                                  f"{where} [audio]"),
+                     server=_build(ServerConfig, data.get("server", {}), f"{where} [server]"))
 
 
 def load_config(path: str | Path | None) -> AppConfig:

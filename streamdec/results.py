@@ -45,6 +45,9 @@ class Result:
     is_eof: bool = False  # the stream has ended: no more results follow
     score: float = 0.0  # total log-prob of the hypothesis
     words: tuple[Word, ...] = ()  # the text's words with times and confidences
+    # finals of a search asked for an n-best list (SearchConfig.nbest > 1): the n-best
+    # hypotheses as results, best first (the first is this result itself); else empty
+    alternatives: tuple["Result", ...] = ()
 
     @property
     def absolute_timestamps(self) -> tuple[float, ...]:

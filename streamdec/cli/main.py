@@ -6,13 +6,14 @@ import argparse
 import sys
 
 from ..errors import StreamdecError
-from . import transcribe
+from . import serve, transcribe
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="streamdec", description="Streaming speech transcription.")
     sub = p.add_subparsers(dest="command", required=True)
     transcribe.add_parser(sub)
+    serve.add_parser(sub)
     return p
 
 
