@@ -242,7 +242,8 @@ class Connection:
             raise Disconnected(f"send failed: {e!r}") from None
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
-        self.close_code, self.close_reason = code, reason or self.close_reason
+        self.close_code = code
+        self.close_reason = self.close_reason or reason
         try:
             await self.websocket.close(code, reason[:120])
         except Exception:  # already closed by the client

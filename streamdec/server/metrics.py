@@ -27,7 +27,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["Metrics", "CONTENT_TYPE_LATEST"]
 
-_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
+_LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+                    1.0, 2.0, 5.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
