@@ -458,3 +458,29 @@ def test_one_log_line_per_connection(server):
     assert len({e["id"] for e in logged}) == len(logged)
     kinds = {e["close_reason"].split(":")[0] for e in logged}
     assert {"done", "eof", "bad_audio"} <= kinds
+
+
+# -- the clients/ folder ---------------------------------------------------------------------
+def _client(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([os.sys.executable, *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=60 * UNIT)
+
+
+def test_example_clients_transcribe_a_file(server, rec, two_utterances):
+    path = two_utterances[0]
+    want = [f.text for f in file_finals(rec, path) if f.text]
+    p = _client("clients/sherpa_file.py", str(path), "--url", server.url("/"))
+    assert p.returncode == 0, p.stderr
+    assert [line.split(None, 1)[1] for line in p.stdout.splitlines()] == want
+    p = _client("clients/vosk_file.py", str(path), "--url", server.url("/", server.ports[1]))
+    assert p.returncode == 0, p.stderr
+    assert [line.split("    [")[0] for line in p.stdout.splitlines()] == want
+    p = _client("clients/transcribe_http.py", str(path), "--url", server.http(""))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == " ".join(want) + "\n"
+
+
+@pytest.mark.parametrize("script", ["clients/sherpa_mic.py", "clients/vosk_mic.py"])
+def test_microphone_clients_start(script):
+    p = _client(script, "--help")
+    assert p.returncode == 0 and "--url" in p.stdout, p.stderr

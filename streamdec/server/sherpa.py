@@ -66,12 +66,17 @@ async def _send_results(conn: Connection, channel: int, frame_seconds: float) ->
 
 
 async def _read(conn: Connection) -> None:
-    """Audio until ``Done`` (or the drain); anything after that is an error."""
+    """Audio until ``Done``; audio after it is an error. After the drain (the server
+    shutting down) the client's audio is ignored: its results are on their way."""
+    draining = False
     while True:
         message = await conn.receive()
         if message is DRAIN:
+            draining = True
             conn.finish()
         elif isinstance(message, bytes):
+            if draining:
+                continue
             if conn.finished:
                 raise ClientError("bad_message", "audio after Done")
             await conn.feed(message)
