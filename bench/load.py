@@ -29,7 +29,8 @@ chunk-to-result histogram (``streamdec_result_latency_seconds`` from ``/metrics`
 model chunk's last sample accepted -> its results) is reported as ``server_latency``
 (percentiles interpolated within its buckets).
 
-``--memory-probe K`` first opens K idle connections, then makes them K active streams
+``--message-cost M`` first measures the server's CPU per WebSocket message (M empty
+messages: the transport alone; M messages of 10 ms audio). ``--memory-probe K`` first opens K idle connections, then makes them K active streams
 (3 s of audio each, left mid-utterance), and reports the RSS added per connection and per
 active stream, before the load starts.
 
@@ -221,6 +222,35 @@ async def memory_probe(url: str, pid: int, k: int, utt: np.ndarray) -> dict:
             "rss_after_close_mb": round(after / 2**20, 2)}
 
 
+# -- per-message cost of the transport -----------------------------------------------------
+async def message_cost(url: str, pid: int, count: int) -> dict:
+    """Server CPU per WebSocket message: ``count`` empty binary messages (the protocol layer
+    alone: uvicorn, Starlette, the connection's inbox; the session ignores empty audio) and
+    ``count`` messages of 10 ms of audio (+ PCM decoding, features, feeding the engine),
+    each batch sent by one client as fast as the server takes them."""
+    import websockets
+
+    out = {}
+    ten_ms = np.zeros(RATE // 100, np.float32)
+    ten_ms[::7] = 0.01
+    for name, payload in (("empty", b""), ("audio_10ms", ten_ms.tobytes())):
+        async with websockets.connect(url, ping_interval=None) as ws:
+            cpu0, _ = proc_sample(pid)
+            t0 = time.monotonic()
+            for _ in range(count):
+                await ws.send(payload)
+            await ws.send("Done")
+            async for m in ws:
+                if m == "Done!":
+                    break
+            wall = time.monotonic() - t0
+            cpu1, _ = proc_sample(pid)
+        out[name] = {"messages": count, "server_cpu_us_per_message":
+                     round(1e6 * (cpu1 - cpu0) / count, 1),
+                     "messages_per_second": round(count / wall)}
+    return out
+
+
 # -- the run ---------------------------------------------------------------------------------------
 async def load(args, url: str, pid: int, utts) -> dict:
     chunk = int(args.chunk_ms * RATE / 1000)
@@ -293,6 +323,8 @@ def main() -> int:
     p.add_argument("--memory-probe", type=int, default=0, metavar="K",
                    help="first measure RSS per idle connection / active stream with K")
     p.add_argument("--utterances", type=int, default=20, help="dev-set utterances to use")
+    p.add_argument("--message-cost", type=int, default=0, metavar="M",
+                   help="first measure server CPU per message with M messages")
     args = p.parse_args()
 
     from devset import dev_set
@@ -317,6 +349,8 @@ def main() -> int:
         if args.memory_probe:
             report["memory_probe"] = asyncio.run(memory_probe(url, pid, args.memory_probe,
                                                               utts[0]))
+        if args.message_cost:
+            report["message_cost"] = asyncio.run(message_cost(url, pid, args.message_cost))
         before = scrape(metrics_url)
         report.update(asyncio.run(load(args, url, pid, utts)))
         after = scrape(metrics_url)

@@ -41,6 +41,20 @@ def with_query(url: str, **params) -> str:
     return url + ("&" if "?" in url else "?") + urlencode(params)
 
 
+async def sherpa_results(ws) -> AsyncIterator[dict]:
+    """The results a sherpa-onnx-protocol server sends, until ``Done!``; an error message
+    ends the program with its reason."""
+    import json
+
+    async for message in ws:
+        if message == "Done!":
+            return
+        r = json.loads(message)
+        if "error" in r:
+            raise SystemExit(f"\nserver: {r['error']} ({r['kind']})")
+        yield r
+
+
 def read_file(path: str) -> tuple[np.ndarray, int]:
     """(float32 samples, frames x channels), rate) of any file soundfile reads."""
     import soundfile as sf

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 
 import numpy as np
 import websockets
 
-from common import add_connection_args, connect_kwargs, file_pieces, read_file, with_query
+from common import (add_connection_args, connect_kwargs, file_pieces, read_file, sherpa_results,
+                    with_query)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -39,12 +39,7 @@ async def main(args: argparse.Namespace) -> None:
             await ws.send("Done")
 
         sender = asyncio.ensure_future(send())
-        async for message in ws:
-            if message == "Done!":
-                break
-            r = json.loads(message)
-            if "error" in r:
-                raise SystemExit(f"server: {r['error']} ({r['kind']})")
+        async for r in sherpa_results(ws):
             tag = f"[{r['channel']}] " if "channel" in r else ""
             if r["is_final"] and r["text"]:
                 print(f"{tag}{r['start_time']:8.2f}  {r['text']}", flush=True)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 
 import websockets
 
-from common import add_connection_args, connect_kwargs, microphone, with_query
+from common import add_connection_args, connect_kwargs, microphone, sherpa_results, with_query
 
 RATE = 16000
 
@@ -35,12 +34,7 @@ async def main(args: argparse.Namespace) -> None:
             await ws.send("Done")
 
         sender = asyncio.ensure_future(send())
-        async for message in ws:
-            if message == "Done!":
-                break
-            r = json.loads(message)
-            if "error" in r:
-                raise SystemExit(f"\nserver: {r['error']} ({r['kind']})")
+        async for r in sherpa_results(ws):
             print("\r\033[K" + r["text"], end="\n" if r["is_final"] else "", flush=True)
         await sender
 

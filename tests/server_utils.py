@@ -103,6 +103,18 @@ def wait_for_idle(server: ServerProcess, timeout: float = 10.0) -> dict:
         time.sleep(0.05)
 
 
+async def messages_until_closed(ws) -> list:
+    """Every message until the server closes (JSON parsed; ``Done!`` kept as text), for
+    any close code."""
+    messages = []
+    try:
+        async for m in ws:
+            messages.append(m if m == "Done!" else json.loads(m))
+    except websockets.ConnectionClosedError:  # a close code other than 1000
+        pass
+    return messages
+
+
 # -- clients -----------------------------------------------------------------------------------
 def pieces(data: bytes, size: int):
     for i in range(0, len(data), size):

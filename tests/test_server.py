@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,8 @@ import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import (ServerProcess, UNIT, get, run, sherpa_client, sherpa_text,
-                          vosk_client, vosk_text, wait_for_idle)
+from server_utils import (ServerProcess, UNIT, get, messages_until_closed, run, sherpa_client,
+                          sherpa_text, vosk_client, vosk_text, wait_for_idle)
 from streamdec import Recognizer, SearchConfig
 from streamdec.transcribe import transcribe_files
 from test_builtin_transcribe import speak
@@ -255,18 +256,12 @@ BAD_INPUT = {
 
 async def _bad_client(url, messages):
     """Send the messages; return (error message, close code)."""
-    error = None
     async with websockets.connect(url, max_size=None) as ws:
         for m in messages:
             await ws.send(m)
-        try:
-            async for reply in ws:
-                data = json.loads(reply) if reply != "Done!" else {}
-                if "error" in data:
-                    error = data
-        except websockets.ConnectionClosedError:  # a close code other than 1000
-            pass
-    return error, ws.close_code
+        replies = await messages_until_closed(ws)
+    errors = [r for r in replies if isinstance(r, dict) and "error" in r]
+    return (errors[-1] if errors else None), ws.close_code
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
@@ -462,7 +457,7 @@ def test_one_log_line_per_connection(server):
 
 # -- the clients/ folder ---------------------------------------------------------------------
 def _client(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([os.sys.executable, *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], timeout=60 * UNIT)
 
 

@@ -5,10 +5,8 @@ the others get their transcripts; the app's lifespan starts and stops the engine
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 
-import numpy as np
 import pytest
 import uvicorn
 import websockets
@@ -16,7 +14,7 @@ import websockets
 from conftest import make_recognizer
 from decode_utils import decode_in_pieces, finals
 from model_factory import test_audio
-from server_utils import UNIT, sherpa_client
+from server_utils import UNIT, messages_until_closed, sherpa_client
 from streamdec import Recognizer
 from streamdec.server.app import create_app
 from streamdec.server.config import ServerConfig
@@ -51,12 +49,7 @@ def test_a_failing_decode_ends_only_its_client(rec):
         async def bad():
             async with websockets.connect(url) as ws:
                 await ws.send(noise_after(0.5, 2.0).tobytes())
-                messages = []
-                try:
-                    async for m in ws:
-                        messages.append(json.loads(m))
-                except websockets.ConnectionClosedError:
-                    pass
+                messages = await messages_until_closed(ws)
             return messages, ws.close_code
 
         got = await asyncio.gather(bad(), *[sherpa_client(url, a, 1600) for a in audios])

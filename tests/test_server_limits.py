@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 import pytest
-import soundfile as sf
 import websockets
 
-from server_utils import ServerProcess, UNIT, get, run, sherpa_client, sherpa_text
+from server_utils import (ServerProcess, UNIT, get, messages_until_closed, run, sherpa_client,
+                          sherpa_text)
 from streamdec import Recognizer
 from streamdec.transcribe import transcribe_files
 from test_builtin_transcribe import speak
@@ -147,12 +147,7 @@ def test_oversized_messages_are_refused(server, tls):
         async with websockets.connect(authorized(server.url("/")), ssl=tls[2],
                                       max_size=None) as ws:
             await ws.send(b"\0" * size)
-            replies = []
-            try:
-                async for m in ws:
-                    replies.append(json.loads(m))
-            except websockets.ConnectionClosedError:
-                pass
+            replies = await messages_until_closed(ws)
         return replies, ws.close_code
 
     replies, code = run(send(MAX_MESSAGE + 4))
@@ -167,12 +162,7 @@ def test_an_idle_client_is_closed(server, tls):
     async def main():
         async with websockets.connect(authorized(server.url("/")), ssl=tls[2]) as ws:
             t0 = time.monotonic()
-            messages = []
-            try:
-                async for m in ws:
-                    messages.append(json.loads(m))
-            except websockets.ConnectionClosedError:
-                pass
+            messages = await messages_until_closed(ws)
         return messages, time.monotonic() - t0, ws.close_code
 
     messages, waited, code = run(main())
@@ -190,23 +180,14 @@ def test_a_stream_past_its_length_gets_its_results_then_an_error(server, tls, sp
 
     async def main():
         async with websockets.connect(authorized(server.url("/")), ssl=tls[2]) as ws:
-            results = []
-
-            async def read():
-                try:
-                    async for m in ws:
-                        results.append(m if m == "Done!" else json.loads(m))
-                except websockets.ConnectionClosedError:
-                    pass
-
-            reader = asyncio.ensure_future(read())
+            reader = asyncio.ensure_future(messages_until_closed(ws))
             try:
                 for i in range(0, len(long), 1600):
                     await ws.send(long[i:i + 1600].tobytes())
                 await ws.send("Done")
             except websockets.ConnectionClosed:  # the server closed it past the limit
                 pass
-            await asyncio.wait_for(reader, 30 * UNIT)
+            results = await asyncio.wait_for(reader, 30 * UNIT)
         return results, ws.close_code
 
     results, code = run(main())

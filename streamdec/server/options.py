@@ -26,8 +26,8 @@ from ..errors import ConfigError
 from ..pcm import ENCODINGS
 from ..search.config import SEARCH_METHODS, SearchConfig
 
-__all__ = ["StreamOptions", "OptionError", "parse_options", "MIN_RATE", "MAX_RATE",
-           "MAX_CHANNELS", "KNOWN"]
+__all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MIN_RATE",
+           "MAX_RATE", "MAX_CHANNELS", "KNOWN"]
 
 MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
