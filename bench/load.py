@@ -30,7 +30,7 @@ model chunk's last sample accepted -> its results) is reported as ``server_laten
 (percentiles interpolated within its buckets).
 
 ``--message-cost M`` first measures the server's CPU per WebSocket message (M empty
-messages: the transport alone; M messages of 10 ms audio). ``--memory-probe K`` first opens K idle connections, then makes them K active streams
+messages: the transport alone; M messages of 10 ms audio, decoded). ``--memory-probe K`` first opens K idle connections, then makes them K active streams
 (3 s of audio each, left mid-utterance), and reports the RSS added per connection and per
 active stream, before the load starts.
 
@@ -226,8 +226,9 @@ async def memory_probe(url: str, pid: int, k: int, utt: np.ndarray) -> dict:
 async def message_cost(url: str, pid: int, count: int) -> dict:
     """Server CPU per WebSocket message: ``count`` empty binary messages (the protocol layer
     alone: uvicorn, Starlette, the connection's inbox; the session ignores empty audio) and
-    ``count`` messages of 10 ms of audio (+ PCM decoding, features, feeding the engine),
-    each batch sent by one client as fast as the server takes them."""
+    ``count`` messages of 10 ms of audio (everything: PCM decoding, features, feeding the
+    engine and decoding that audio, one stream), each sent by one client as fast as the
+    server takes them."""
     import websockets
 
     out = {}
@@ -343,7 +344,8 @@ def main() -> int:
     try:
         report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(),
                   "server": "streamdec serve" if proc else url, "search": args.search,
-                  "seconds": args.seconds, "chunk_ms": args.chunk_ms}
+                  "seconds": args.seconds, "chunk_ms": args.chunk_ms,
+                  "loadavg_before": os.getloadavg()}
         time.sleep(1.0)
         report["server_rss_idle_mb"] = round(proc_sample(pid)[1] / 2**20, 2)
         if args.memory_probe:
@@ -367,6 +369,7 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 report["server_exit"] = "killed"
+    report["loadavg_after"] = os.getloadavg()  # other work on the machine, if any
     Path(args.out).write_text(json.dumps(report, indent=1))
     summary = {k: report.get(k) for k in ("streams", "token_latency", "finals", "max_send_lag_s",
                                           "server_cpu_percent_of_one_core", "server_latency",

@@ -48,7 +48,8 @@ def add_parser(sub) -> None:
                                    "(POST /v1/audio/transcriptions, /health, /metrics).")
     g = p.add_argument_group("server")
     for flag, field, kind, text in _FLAGS:
-        g.add_argument(flag, dest=f"server_{field}", type=kind, help=text)
+        g.add_argument(flag, dest=f"server_{field}", type=kind, help=text,
+                       metavar={int: "N", float: "X", str: "VALUE"}[kind])
     add_recognizer_options(p)
     p.set_defaults(run=run)
 

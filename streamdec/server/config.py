@@ -46,7 +46,7 @@ class ServerConfig:
     # pause (back-pressure)
     max_batch: int = 32
     max_wait_ms: float = 5.0
-    workers: int = 2
+    workers: int = 1
     max_pending_seconds: float = 2.0
 
     def __post_init__(self) -> None:
