@@ -334,7 +334,8 @@ class Engine:
             live = self._streams.get(stream)
             if live is None:  # closed while in flight
                 continue
-            latencies = live._delivered(update.events, now)
+            # the stream queued the events at commit: hand them out (a stream keeps no copy)
+            latencies = live._delivered(stream.pop_events(), now)
             if self.observer:
                 for seconds in latencies:
                     self.observer.on_result_latency(seconds)

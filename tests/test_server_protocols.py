@@ -329,3 +329,31 @@ def test_nbest_finals_carry_their_alternatives(model_dirs, method, nbest):
         assert 1 <= len(r.alternatives) <= (nbest if method != "greedy" else 1)
         assert all(a.segment == r.segment and a.is_eof == r.is_eof for a in r.alternatives)
         assert len({a.token_ids for a in r.alternatives}) == len(r.alternatives)
+
+
+# -- serve refuses unusable settings before it listens ---------------------------------------
+@pytest.mark.parametrize("case", ["bad certificate", "missing token file", "cert without key",
+                                  "port in use"])
+def test_serve_refuses_unusable_settings(tmp_path, capsys, case):
+    import socket
+
+    from streamdec.cli.main import main
+
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    argv, message = {
+        "bad certificate": (["--tls-cert", str(bad), "--tls-key", str(bad)],
+                            "cannot start the server"),
+        "missing token file": (["--token-file", str(tmp_path / "none")], "token_file"),
+        "cert without key": (["--tls-cert", str(bad)], "tls_cert and server.tls_key go"),
+        "port in use": (["--port", str(busy.getsockname()[1])], "cannot listen on"),
+    }[case]
+    try:
+        code = main(["serve", "--port", "0", *argv])
+    finally:
+        busy.close()
+    assert code == 2
+    assert message in capsys.readouterr().err
