@@ -55,11 +55,12 @@ async def sherpa_results(ws) -> AsyncIterator[dict]:
         yield r
 
 
-def read_file(path: str) -> tuple[np.ndarray, int]:
-    """(float32 samples, frames x channels), rate) of any file soundfile reads."""
+def read_file(path: str, dtype: str = "float32") -> tuple[np.ndarray, int]:
+    """(samples (frames x channels) as ``dtype``, rate) of any file soundfile reads; int16
+    keeps 16-bit files' samples exactly."""
     import soundfile as sf
 
-    audio, rate = sf.read(path, dtype="float32", always_2d=True)
+    audio, rate = sf.read(path, dtype=dtype, always_2d=True)
     return audio, rate
 
 

@@ -33,8 +33,8 @@ def show(reply: dict) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    audio, rate = read_file(args.file)
-    pcm = (np.clip(audio.mean(axis=1), -1, 1) * 32767).astype("<i2")
+    audio, rate = read_file(args.file, dtype="int16")
+    pcm = audio[:, 0] if audio.shape[1] == 1 else audio.mean(axis=1).round().astype("<i2")
     async with websockets.connect(args.url, **connect_kwargs(args)) as ws:
         await ws.send(json.dumps({"config": {"sample_rate": rate, "words": 1,
                                              "max_alternatives": args.alternatives}}))
