@@ -1,12 +1,14 @@
 """Config files (TOML) -> frozen config dataclasses, validated once.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
-(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``) and ``[audio]``; any key it leaves
+(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[audio]`` and ``[server]`` (the
+daemon, ``streamdec.server.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
-Relative paths in a file (``model.model_dir``, ``search.hotwords_file``) are relative to
-the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
-else they name files of the model directory. The built-in configs (``default``, ``telephony``, ``low-latency``...)
-ship inside the package (``streamdec/configs/``) and are named without a suffix.
+Relative paths in a file (``model.model_dir``, ``search.hotwords_file``, the server's
+``token_file``, ``tls_cert``, ``tls_key``) are relative to the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
+else they name files of the model directory. The built-in configs (``default``,
+``telephony``, ``low-latency``, ``accurate``) ship inside the package
+(``streamdec/configs/``) and are named without a suffix.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .features import FeatureConfig
 from .models.config import ModelConfig
 from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
+from .server.config import ServerConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,7 +38,8 @@ __all__ = ["AudioConfig", "AppConfig", "load_config", "CONFIG_DIR"]
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: (table, key) of settings that name files: relative to the config file that sets them
-PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"))
+PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"), ("server", "token_file"),
+             ("server", "tls_cert"), ("server", "tls_key"))
 #: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config
 #: file when they exist there, else left for the model directory (``Recognizer.model_file``)
 MODEL_PATH_KEYS = (("search", "lang_dir"), ("search", "lm_file"))
@@ -57,6 +61,7 @@ class AudioConfig:
 class AppConfig:
     recognizer: RecognizerConfig = field(default_factory=RecognizerConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
 
 
 def _build(cls, table: Any, where: str):
@@ -76,7 +81,8 @@ def _build(cls, table: Any, where: str):
 def parse_config(data: dict, where: str = "config", base_dir: Path | None = None) -> AppConfig:
     """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
     ``base_dir`` (the config file's folder) when given."""
-    unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio"})
+    unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
+                                "server"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     if base_dir is not None:
@@ -91,7 +97,8 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
         search=_build(SearchConfig, data.get("search", {}), f"{where} [search]"),
         endpoint=_build(EndpointConfig, endpoint, f"{where} [endpoint]"))
     return AppConfig(recognizer=rec, audio=_build(AudioConfig, data.get("audio", {}),
-                                                  f"{where} [audio]"))
+                                                  f"{where} [audio]"),
+                     server=_build(ServerConfig, data.get("server", {}), f"{where} [server]"))
 
 
 def _resolve_paths(data: dict, base_dir: Path) -> dict:

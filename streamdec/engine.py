@@ -105,6 +105,15 @@ class LiveStream:
             self._decoded.clear()
             await self._decoded.wait()
 
+    async def wait_decoded(self) -> None:
+        """Wait until every whole chunk accepted so far is decoded (what a request/reply
+        protocol needs before it answers a message); returns at once when done or closed."""
+        recognizer = self._engine.recognizer
+        while (not self.done and not self.closed
+               and (self.stream.in_flight or recognizer.is_ready(self.stream))):
+            self._decoded.clear()
+            await self._decoded.wait()
+
     def finish(self) -> None:
         """End of input: the tail is padded and decoded; the last result has ``is_eof``."""
         if not self.stream.input_done:
@@ -210,6 +219,11 @@ class Engine:
 
     async def __aexit__(self, *exc) -> None:
         await self.stop()
+
+    @property
+    def running(self) -> bool:
+        """``start`` has been called and ``stop`` has not."""
+        return self._scheduler is not None
 
     def start(self) -> None:
         """Start the scheduler on the running loop."""
@@ -322,7 +336,8 @@ class Engine:
             live = self._streams.get(stream)
             if live is None:  # closed while in flight
                 continue
-            latencies = live._delivered(update.events, now)
+            # the stream queued the events at commit: hand them out (a stream keeps no copy)
+            latencies = live._delivered(stream.pop_events(), now)
             if self.observer:
                 for seconds in latencies:
                     self.observer.on_result_latency(seconds)

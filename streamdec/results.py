@@ -46,6 +46,17 @@ class Result:
     is_eof: bool = False  # the stream has ended: no more results follow
     score: float = 0.0  # total log-prob of the hypothesis
     words: tuple[Word, ...] = ()  # the text's words with times and confidences
+    # finals of a search asked for an n-best list (SearchConfig.nbest > 1): the n-best
+    # hypotheses as results, best first (the first is this result itself); else empty
+    alternatives: tuple["Result", ...] = ()
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """Seconds from the stream start when the result's words begin and end (the
+        segment's start and end when it has no words)."""
+        if self.words:
+            return self.words[0].start, self.words[-1].end
+        return self.start_time, self.end_time
 
     @property
     def absolute_timestamps(self) -> tuple[float, ...]:

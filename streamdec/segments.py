@@ -53,13 +53,24 @@ class Segmenter:
                            is_eof=is_eof, unknown_words=unknown,
                            unknown_text=words.unk_text if unknown else None)
 
+    def final(self, search: Search, state: SearchState, segment: int, is_eof: bool = False
+              ) -> Result:
+        """The final result of the segment; with an n-best search (``nbest`` > 1) it carries
+        the n-best list as ``alternatives``."""
+        nbest = search.finalize(state)
+        best = self.result(nbest[0], state, segment, is_final=True, is_eof=is_eof)
+        if search.config.nbest > 1:
+            alternatives = (best,) + tuple(self.result(h, state, segment, is_final=True,
+                                                       is_eof=is_eof) for h in nbest[1:])
+            best = replace(best, alternatives=alternatives)
+        return best
+
     def advance(self, search: Search, state: SearchState, seg: SegmentState, is_last: bool
                 ) -> tuple[list[Result], SearchState, SegmentState]:
         """The events after a decoded chunk, the search state to go on with and the new
         segment state. ``is_last``: the stream's input has ended and this was its last chunk."""
         if is_last:
-            best = search.finalize(state)[0]
-            final = self.result(best, state, seg.segment, is_final=True, is_eof=True)
+            final = self.final(search, state, seg.segment, is_eof=True)
             return [final], state, replace(seg, last_partial=(), done=True)
         best = search.partial(state)
         last = best.frames[-1] + 1 if best.frames else state.segment_start
@@ -67,8 +78,7 @@ class Segmenter:
                        state.frame_offset - last, self.meta.encoder_frame_seconds):
             events, segment = [], seg.segment
             if best.tokens:
-                events.append(self.result(search.finalize(state)[0], state, segment,
-                                          is_final=True))
+                events.append(self.final(search, state, segment))
                 segment += 1
             return events, search.reset(state), SegmentState(segment=segment)
         if best.tokens != seg.last_partial:

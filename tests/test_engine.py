@@ -222,3 +222,25 @@ def test_engine_config_is_validated():
                 dict(max_pending_seconds=0)):
         with pytest.raises(ConfigError):
             EngineConfig(**bad)
+
+
+def test_results_are_handed_out_once_and_not_kept_by_the_stream(rec):
+    """A long-running stream must not accumulate its results anywhere (memory stays flat)."""
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=4)) as engine:
+            live = engine.open()
+            got = []
+            for audio in AUDIOS[:4]:
+                for i in range(0, len(audio), 1600):
+                    await live.feed(16000, audio[i:i + 1600])
+                await live.wait_decoded()
+                got += live.pop_results()
+                assert live.stream.pop_events() == []  # nothing left behind in the stream
+            live.finish()
+            got += [r async for r in live.results()]
+            live.close()
+            return got
+
+    got = asyncio.run(main())
+    want = decode_in_pieces(rec, np.concatenate(AUDIOS[:4]), 1600)
+    assert key(finals(got)) == key(finals(want))

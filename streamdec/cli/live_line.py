@@ -17,14 +17,6 @@ def _clock(seconds: float) -> str:
     return f"{int(minutes):02d}:{seconds:05.2f}"
 
 
-def final_times(result: Result) -> tuple[float, float]:
-    """Seconds from the stream start when the final's words begin and end (its whole
-    segment when it has no words)."""
-    if result.words:
-        return result.words[0].start, result.words[-1].end
-    return result.start_time, result.end_time
-
-
 class LiveLine:
     """Shows results as they come: ``line(source, result)``. With ``times`` each final line
     starts with ``[mm:ss.ss - mm:ss.ss]``, when its words began and ended; with ``prefix``
@@ -51,5 +43,5 @@ class LiveLine:
     def _final(self, event: Result, text: str) -> str:
         if not self.times:
             return text
-        start, end = final_times(event)
+        start, end = event.span
         return f"[{_clock(start)} - {_clock(end)}] {text}"

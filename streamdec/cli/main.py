@@ -7,7 +7,7 @@ import sys
 
 from .. import __version__
 from ..errors import StreamdecError
-from . import lang, mic, transcribe
+from . import lang, mic, serve, transcribe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     transcribe.add_parser(sub)
     mic.add_parser(sub)
     lang.add_parser(sub)
+    serve.add_parser(sub)
     return p
 
 

@@ -1,0 +1,87 @@
+"""``streamdec serve``: the daemon (sherpa-onnx and Vosk WebSocket protocols, HTTP
+transcription, health and metrics) over the engine.
+
+Settings come from the config file's ``[server]`` table, then ``STREAMDEC_*`` environment
+variables, then these flags (see ``streamdec.server.config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import sys
+
+from ..errors import ConfigError
+from .options import add_recognizer_options, app_config_from_args
+
+_FLAGS = [  # (flag, ServerConfig field, type, help)
+    ("--host", "host", str, "address to listen on (default 127.0.0.1; 0.0.0.0: all)"),
+    ("--port", "port", int, "port of the sherpa-onnx protocol, Vosk at /vosk and HTTP "
+                            "(default 6006; 0: any free port)"),
+    ("--vosk-port", "vosk_port", int, "a second port with the Vosk protocol at its root "
+                                      "(2700 by convention)"),
+    ("--max-connections", "max_connections", int, "connections at once (then HTTP 503)"),
+    ("--max-message-bytes", "max_message_bytes", int, "largest WebSocket message"),
+    ("--max-stream-seconds", "max_stream_seconds", float, "longest stream (audio seconds)"),
+    ("--idle-timeout", "idle_timeout_seconds", float, "close a client silent this long (s)"),
+    ("--max-upload-bytes", "max_upload_bytes", int, "largest file to /v1/audio/transcriptions"),
+    ("--drain-timeout", "drain_timeout_seconds", float, "on SIGTERM: time for in-flight "
+                                                       "streams to finish (s)"),
+    ("--token-file", "token_file", str, "bearer tokens, one per line (default: no auth)"),
+    ("--tls-cert", "tls_cert", str, "PEM certificate: serve wss:// and https://"),
+    ("--tls-key", "tls_key", str, "PEM private key of --tls-cert"),
+    ("--max-batch", "max_batch", int, "streams decoded in one batch"),
+    ("--max-wait-ms", "max_wait_ms", float, "how long a ready stream waits for a batch"),
+    ("--workers", "workers", int, "batches decoded at once (threads)"),
+    ("--max-pending-seconds", "max_pending_seconds", float,
+     "undecoded audio per stream before its reads pause"),
+]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serve", help="run the streaming transcription daemon",
+                       description="Serve live transcription over WebSocket (sherpa-onnx "
+                                   "protocol at / and /sherpa, Vosk at /vosk) and HTTP "
+                                   "(POST /v1/audio/transcriptions, /health, /metrics).")
+    g = p.add_argument_group("server")
+    for flag, field, kind, text in _FLAGS:
+        g.add_argument(flag, dest=f"server_{field}", type=kind, help=text,
+                       metavar={int: "N", float: "X", str: "VALUE"}[kind])
+    add_recognizer_options(p)
+    p.set_defaults(run=run)
+
+
+def server_config(args: argparse.Namespace, file_config, environ) -> object:
+    """The [server] table, then STREAMDEC_* variables, then flags."""
+    from ..server.config import env_overrides
+
+    flags = {field: getattr(args, f"server_{field}") for _, field, _, _ in _FLAGS
+             if getattr(args, f"server_{field}") is not None}
+    changes = {**env_overrides(environ), **flags}
+    try:
+        return dataclasses.replace(file_config, **changes)
+    except TypeError as e:
+        raise ConfigError(f"server: {e}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..server.context import ServerContext
+        from ..server.run import serve
+    except ImportError as e:
+        print(f"streamdec: error: serve needs the server extra (pip install "
+              f"'streamdec[server]'): {e}", file=sys.stderr)
+        return 2
+    from ..recognizer import Recognizer
+
+    if args.config is None:
+        args.config = os.environ.get("STREAMDEC_CONFIG")
+    app = app_config_from_args(args)
+    config = server_config(args, app.server, os.environ)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
+                        stream=sys.stderr)
+    context = ServerContext.create(Recognizer(app.recognizer), config, app.audio)
+    return asyncio.run(serve(context))

@@ -1,0 +1,125 @@
+"""``create_app``: the ASGI app (Starlette) of one listener.
+
+=====================================  =============================================
+route                                  what
+=====================================  =============================================
+WebSocket ``/`` and ``/sherpa``        sherpa-onnx protocol (``/``: Vosk when
+                                       ``vosk_at_root``, for the ``--vosk-port``)
+WebSocket ``/vosk``                    Vosk protocol
+GET ``/``, ``/static/...``             the browser captioning page
+POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
+GET ``/health``                        200 ``ok``; 503 while draining
+GET ``/metrics``                       Prometheus text format
+=====================================  =============================================
+
+A WebSocket handshake is refused with an HTTP status and a reason: 401 (token), 503
+(connection cap, draining), 400 (invalid options, e.g. ``?sample_rate=1``).
+The app starts the context's engine in its lifespan if nobody has (an ASGI host that runs
+only the app), and stops it then too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from importlib import resources
+from typing import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from ..errors import ConfigError, TokenizeError
+from .connection import Connection, Disconnected
+from .context import ServerContext
+from .metrics import CONTENT_TYPE_LATEST
+from .options import parse_options
+from .sherpa import run_sherpa
+from .transcription import transcribe_upload
+from .vosk import run_vosk
+
+__all__ = ["create_app"]
+
+Session = Callable[[Connection], Awaitable[None]]
+
+
+def _web_dir():
+    return resources.files("streamdec.web")
+
+
+def _websocket_route(context: ServerContext, protocol: str, session: Session,
+                     default_rate: Callable[[], int], encoding: str):
+    async def endpoint(websocket: WebSocket) -> None:
+        refusal = context.refusal(websocket.headers, websocket.query_params)
+        if refusal is not None:
+            context.metrics.errors.labels(f"refused_{refusal.status}").inc()
+            await websocket.send_denial_response(
+                PlainTextResponse(refusal.reason, refusal.status, headers={"Hint": refusal.reason}))
+            return
+        query = {k: websocket.query_params.getlist(k) for k in websocket.query_params.keys()}
+        try:
+            options = parse_options(query, sample_rate=default_rate(), encoding=encoding,
+                                    search=context.engine.recognizer.config.search)
+            connection = Connection(context, websocket, protocol, options)
+        except (ConfigError, TokenizeError) as e:
+            context.metrics.errors.labels("bad_options").inc()
+            await websocket.send_denial_response(PlainTextResponse(str(e), 400))
+            return
+        context.admit(protocol, connection)
+        try:
+            await websocket.accept()
+            connection.start()
+            await session(connection)
+        except Disconnected:
+            pass  # the client left: its streams are dropped below
+        finally:
+            connection.release()
+            context.release(protocol, connection)
+
+    return endpoint
+
+
+def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlette:
+    """The app of one listener over ``context`` (shared by every listener of a server)."""
+    sherpa = _websocket_route(context, "sherpa", run_sherpa,
+                              lambda: context.audio.sample_rate, "f32le")
+    vosk = _websocket_route(context, "vosk", run_vosk, lambda: 8000, "s16le")
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse((_web_dir() / "index.html").read_text(encoding="utf-8"))
+
+    async def health(request: Request) -> Response:
+        if context.draining:
+            return JSONResponse({"status": "draining"}, 503)
+        return JSONResponse({"status": "ok", "active_streams": context.engine.active_streams,
+                             "connections": context.access.open})
+
+    async def metrics(request: Request) -> Response:
+        return Response(context.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def transcriptions(request: Request) -> Response:
+        return await transcribe_upload(context, request)
+
+    routes = [WebSocketRoute("/", vosk if vosk_at_root else sherpa),
+              WebSocketRoute("/vosk", vosk),
+              Route("/health", health), Route("/metrics", metrics)]
+    if not vosk_at_root:
+        routes += [WebSocketRoute("/sherpa", sherpa),
+                   Route("/", index),
+                   Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
+                   Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
+                                                check_dir=False))]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        started = not context.engine.running
+        context.start()
+        try:
+            yield
+        finally:
+            if started:
+                await context.stop()
+
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,93 @@
+"""``ServerConfig``: the ``[server]`` table of a config file, validated once.
+
+Precedence, lowest first: the defaults below, the config file's ``[server]`` table,
+``STREAMDEC_<FIELD>`` environment variables (``STREAMDEC_PORT=7000``,
+``STREAMDEC_TOKEN_FILE=/run/secrets/tokens``), command-line flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..engine import EngineConfig
+from ..errors import ConfigError
+from ..validation import require_finite
+
+__all__ = ["ServerConfig", "ENV_PREFIX", "env_overrides"]
+
+ENV_PREFIX = "STREAMDEC_"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    # listeners: the sherpa-onnx protocol at / and /sherpa, Vosk at /vosk, HTTP endpoints;
+    # vosk_port: a second listener with the Vosk protocol at its root (2700 by convention)
+    host: str = "127.0.0.1"
+    port: int = 6006
+    vosk_port: int | None = None
+    # limits: connections at once (WebSocket clients + transcription requests; beyond it
+    # HTTP 503), one WebSocket message, one stream's audio, silence from a client before it
+    # is closed, one uploaded file of the transcription endpoint
+    max_connections: int = 200
+    max_message_bytes: int = 1 << 20
+    max_stream_seconds: float = 4 * 3600.0
+    idle_timeout_seconds: float = 60.0
+    max_upload_bytes: int = 100 << 20
+    # on SIGTERM/SIGINT: how long in-flight streams may take to get their last results
+    drain_timeout_seconds: float = 30.0
+    # bearer tokens, one per line (None: no auth); TLS certificate and key (PEM) for wss/https
+    token_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    # the engine: streams decoded in one batch, how long a ready stream waits for a batch
+    # to fill, batches decoded at once (threads), undecoded audio per stream before reads
+    # pause (back-pressure)
+    max_batch: int = 32
+    max_wait_ms: float = 5.0
+    workers: int = 1
+    max_pending_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        require_finite(self, "server")
+        for name in ("port", "vosk_port"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 65535:
+                raise ConfigError(f"server.{name} must be in [0, 65535], got {value}")
+        for name in ("max_connections", "max_message_bytes", "max_upload_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"server.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_stream_seconds", "idle_timeout_seconds", "drain_timeout_seconds"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"server.{name} must be > 0, got {getattr(self, name)}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("server.tls_cert and server.tls_key go together")
+        self.engine_config()  # validates the engine settings
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(max_batch=self.max_batch, max_wait_ms=self.max_wait_ms,
+                            workers=self.workers, max_pending_seconds=self.max_pending_seconds)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+
+def _parse(name: str, text: str, kind) -> object:
+    """An environment variable's text as the field's type."""
+    base = [t for t in typing.get_args(kind) if t is not type(None)] or [kind]
+    kind = base[0]
+    try:
+        return kind(text) if kind in (int, float) else text
+    except ValueError:
+        raise ConfigError(f"{ENV_PREFIX}{name.upper()}: expected {kind.__name__}, "
+                          f"got {text!r}") from None
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
+    """``STREAMDEC_<FIELD>`` variables as ServerConfig field values."""
+    hints = typing.get_type_hints(ServerConfig)
+    return {f.name: _parse(f.name, environ[ENV_PREFIX + f.name.upper()], hints[f.name])
+            for f in dataclasses.fields(ServerConfig) if ENV_PREFIX + f.name.upper() in environ}

@@ -1,0 +1,275 @@
+"""One WebSocket client of either protocol: its inbox, its audio, its errors and its end.
+
+A ``Connection`` owns one engine stream per audio channel. The protocol sessions
+(``sherpa``, ``vosk``) read messages with ``receive`` and hand binary ones to ``feed``;
+the connection does what both protocols share:
+
+- **inbox**: one task reads the socket into a one-message inbox, so ``receive`` can also
+  be woken by the server draining or the idle timer; the socket is read no faster than the
+  session takes messages (while ``feed`` waits on the engine, reads pause: back-pressure);
+- **audio**: size limit, PCM decoding (``decode_pcm``), channel split, stream duration;
+- **errors**: a ``ClientError`` names its kind; the client gets ``{"error", "kind"}`` and
+  the kind's close code (table below), and nothing else is disturbed;
+- **end**: the streams are closed (an abrupt disconnect drops them) and one structured
+  log line is written.
+
+=================  ==========  ===============================================================
+kind               close code  when
+=================  ==========  ===============================================================
+``bad_audio``      1007        a binary message that is not whole samples, NaN/inf samples
+``bad_json``       1007        a text message that is not JSON where JSON is expected
+``bad_message``    1003        text where audio is expected, an unknown command
+``bad_config``     1008        an invalid (Vosk) config message
+``unsupported``    1003        a valid request this server does not support (yet)
+``too_big``        1009        a message over ``max_message_bytes``
+``too_long``       1008        audio past ``max_stream_seconds`` (after the results so far)
+``idle_timeout``   1008        no message for ``idle_timeout_seconds`` (after the results)
+``decode_failed``  1011        decoding this client's stream failed
+=================  ==========  ===============================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import AudioInputError, StreamdecError
+from ..pcm import decode_pcm, deinterleave
+from .options import StreamOptions
+
+if TYPE_CHECKING:
+    from starlette.websockets import WebSocket
+
+    from .context import ServerContext
+
+__all__ = ["Connection", "ClientError", "Disconnected", "DRAIN", "CLOSE_CODES", "error_json"]
+
+log = logging.getLogger("streamdec.server")
+
+CLOSE_CODES = {
+    "bad_audio": 1007, "bad_json": 1007, "bad_message": 1003, "bad_config": 1008,
+    "unsupported": 1003, "too_big": 1009, "too_long": 1008, "idle_timeout": 1008,
+    "decode_failed": 1011,
+}
+# kinds whose client first gets the results of the audio it sent
+_AFTER_RESULTS = ("too_long", "idle_timeout")
+
+DRAIN = object()  # what ``receive`` returns once when the server starts draining
+
+_ids = itertools.count(1)
+
+
+class ClientError(StreamdecError):
+    """What a client did wrong (or what failed for it): a kind with its close code."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        if kind not in CLOSE_CODES:
+            raise ValueError(f"unknown client error kind {kind!r}")
+        self.kind = kind
+
+    @property
+    def code(self) -> int:
+        return CLOSE_CODES[self.kind]
+
+    @property
+    def after_results(self) -> bool:
+        """The client gets the results of the audio it sent before the error."""
+        return self.kind in _AFTER_RESULTS
+
+
+class Disconnected(Exception):
+    """The client went away (or the socket broke)."""
+
+
+def error_json(error: ClientError) -> str:
+    return json.dumps({"error": str(error), "kind": error.kind}, ensure_ascii=False)
+
+
+class Connection:
+    """One client: ``lives`` (one engine stream per channel), inbox, limits and log line."""
+
+    def __init__(self, context: "ServerContext", websocket: "WebSocket", protocol: str,
+                 options: StreamOptions) -> None:
+        self.context = context
+        self.websocket = websocket
+        self.protocol = protocol
+        self.options = options
+        self.id = next(_ids)
+        client = websocket.client
+        self.peer = f"{client.host}:{client.port}" if client else "-"
+        self.started = time.monotonic()
+        self.audio_seconds = 0.0  # per channel
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self.lives = []
+        self._pump: asyncio.Task | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self.open_streams(options)
+        self._inbox: collections.deque[dict] = collections.deque()
+        self._wake = asyncio.Event()  # a message or an interruption arrived
+        self._taken = asyncio.Event()  # the session took the message
+        self._interrupt: str | None = None  # "drain" or "idle"
+        self._last_message = time.monotonic()
+
+    # -- streams ---------------------------------------------------------------------------
+    def open_streams(self, options: StreamOptions) -> None:
+        """Open one engine stream per channel (closing any open ones): ConfigError or
+        TokenizeError for unusable search options or hotwords."""
+        for live in self.lives:
+            live.close()
+        engine = self.context.engine
+        self.lives = []
+        for _ in range(options.channels):
+            self.lives.append(engine.open(search=options.search, hotwords=options.hotwords))
+        self.options = options
+        if self._pump is not None and self._idle_timer is None:  # input goes on (a reset)
+            self._arm_idle_timer(self.context.config.idle_timeout_seconds)
+
+    def finish(self) -> None:
+        """End of input on every channel (their last results follow); stops the idle timer."""
+        for live in self.lives:
+            live.finish()
+        self._stop_idle_timer()
+
+    @property
+    def finished(self) -> bool:
+        return all(live.stream.input_done for live in self.lives)
+
+    async def feed(self, data: bytes) -> None:
+        """One binary message: decoded, split into channels and fed (waits while the engine
+        is behind). Raises ClientError for bad audio, an oversized message, too long a
+        stream."""
+        limits = self.context.config
+        if len(data) > limits.max_message_bytes:
+            raise ClientError("too_big", f"message of {len(data)} bytes is over the limit of "
+                                         f"{limits.max_message_bytes} bytes")
+        if not data:
+            return
+        opts = self.options
+        try:
+            samples = decode_pcm(data, opts.encoding, opts.channels)
+        except AudioInputError as e:
+            raise ClientError("bad_audio", str(e)) from None
+        seconds = len(samples) / opts.channels / opts.sample_rate
+        if self.audio_seconds + seconds > limits.max_stream_seconds:
+            raise ClientError("too_long", f"stream is over the limit of "
+                                          f"{limits.max_stream_seconds:g} s of audio")
+        self.audio_seconds += seconds
+        self.context.metrics.audio.inc(seconds * opts.channels)
+        for live, channel in zip(self.lives, deinterleave(samples, opts.channels)):
+            try:
+                await live.feed(opts.sample_rate, channel)
+            except AudioInputError as e:
+                raise ClientError("bad_audio", str(e)) from None
+
+    # -- messages in -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start reading the socket (after the handshake was accepted)."""
+        self._pump = asyncio.get_running_loop().create_task(self._read_socket())
+        self._arm_idle_timer(self.context.config.idle_timeout_seconds)
+
+    async def _read_socket(self) -> None:
+        while True:
+            try:
+                message = await self.websocket.receive()
+            except Exception as e:  # the socket broke
+                message = {"type": "websocket.disconnect", "code": 1006, "reason": repr(e)}
+            self._inbox.append(message)
+            self._wake.set()
+            if message["type"] == "websocket.disconnect":
+                return
+            while self._inbox:
+                self._taken.clear()
+                await self._taken.wait()
+
+    async def receive(self):
+        """The next message: ``bytes`` or ``str``, or ``DRAIN`` (once) when the server
+        starts draining. Raises Disconnected when the client left and ClientError
+        (idle_timeout) when it sent nothing for too long."""
+        while not self._inbox and self._interrupt is None:
+            self._wake.clear()
+            await self._wake.wait()
+        interrupt, self._interrupt = self._interrupt, None
+        if interrupt == "drain":
+            return DRAIN
+        if interrupt == "idle":
+            raise ClientError("idle_timeout", f"no message for "
+                                              f"{self.context.config.idle_timeout_seconds:g} s")
+        message = self._inbox.popleft()
+        self._taken.set()
+        self._last_message = time.monotonic()
+        if message["type"] == "websocket.disconnect":
+            self.close_code = message.get("code")
+            raise Disconnected(f"client closed ({message.get('code')})")
+        if message.get("bytes") is not None:
+            return message["bytes"]
+        return message.get("text") or ""
+
+    def request_drain(self) -> None:
+        """The server is shutting down: ``receive`` returns DRAIN next."""
+        self._interrupt = "drain"
+        self._wake.set()
+
+    def _arm_idle_timer(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        timeout = self.context.config.idle_timeout_seconds
+        quiet = time.monotonic() - self._last_message
+        if quiet >= timeout and not self._inbox:
+            self._interrupt = self._interrupt or "idle"
+            self._wake.set()
+        else:
+            self._arm_idle_timer(max(timeout - quiet, 0.01))
+
+    def _stop_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    # -- messages out ----------------------------------------------------------------------
+    async def send(self, text: str) -> None:
+        try:
+            await self.websocket.send_text(text)
+        except Exception as e:  # the client is gone (starlette raises several kinds)
+            raise Disconnected(f"send failed: {e!r}") from None
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self.close_code = code
+        self.close_reason = self.close_reason or reason
+        try:
+            await self.websocket.close(code, reason[:120])
+        except Exception:  # already closed by the client
+            pass
+
+    async def fail(self, error: ClientError) -> None:
+        """Tell the client what went wrong and close with the kind's code."""
+        if error.kind != "decode_failed":  # counted once by the engine's observer
+            self.context.metrics.errors.labels(error.kind).inc()
+        self.close_reason = f"{error.kind}: {error}"
+        try:
+            await self.send(error_json(error))
+        except Disconnected:
+            pass
+        await self.close(error.code, str(error))
+
+    # -- end ---------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Free everything (the streams too: an abrupt disconnect drops them) and log."""
+        self._stop_idle_timer()
+        if self._pump is not None:
+            self._pump.cancel()
+        for live in self.lives:
+            live.close()
+        log.info(json.dumps({
+            "event": "connection", "id": self.id, "peer": self.peer, "protocol": self.protocol,
+            "options": self.options.describe(), "audio_seconds": round(self.audio_seconds, 3),
+            "duration": round(time.monotonic() - self.started, 3), "close_code": self.close_code,
+            "close_reason": self.close_reason or "normal"}))

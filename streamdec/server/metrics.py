@@ -1,0 +1,82 @@
+"""Prometheus metrics of one server (its own registry: no global state), served at
+``/metrics``. ``Metrics`` is also the engine's observer (batch sizes, latency, errors).
+
+=======================================  =========  ==========================================
+name                                     type       what
+=======================================  =========  ==========================================
+streamdec_connections_total{protocol}    counter    connections admitted (sherpa, vosk, http)
+streamdec_connections_open{protocol}     gauge      connections open now
+streamdec_active_streams                 gauge      engine streams open now
+streamdec_audio_seconds_total            counter    audio received, seconds (per channel)
+streamdec_decode_batch_size              histogram  streams per decoded batch
+streamdec_decode_seconds_total           counter    time spent computing batches
+streamdec_decoded_audio_seconds_total    counter    audio those batches covered
+streamdec_real_time_factor               gauge      decode seconds / decoded audio seconds
+streamdec_result_latency_seconds         histogram  a chunk's last sample in -> its results
+streamdec_errors_total{kind}             counter    client errors and failures by kind
+=======================================  =========  ==========================================
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram,
+                               generate_latest)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["Metrics", "CONTENT_TYPE_LATEST"]
+
+_LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+                    1.0, 2.0, 5.0)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class Metrics:
+    def __init__(self, chunk_seconds: float, active_streams: Callable[[], int]) -> None:
+        self.chunk_seconds = chunk_seconds  # audio one decoded chunk advances a stream by
+        self.registry = r = CollectorRegistry()
+        self.connections = Counter("streamdec_connections", "Connections admitted",
+                                   ["protocol"], registry=r)
+        self.open = Gauge("streamdec_connections_open", "Connections open now", ["protocol"],
+                          registry=r)
+        self.streams = Gauge("streamdec_active_streams", "Engine streams open now",
+                             registry=r)
+        self.streams.set_function(active_streams)
+        self.audio = Counter("streamdec_audio_seconds", "Audio received (seconds, per channel)",
+                             registry=r)
+        self.batch = Histogram("streamdec_decode_batch_size", "Streams per decoded batch",
+                               buckets=_BATCH_BUCKETS, registry=r)
+        self.decode = Counter("streamdec_decode_seconds", "Time spent computing batches",
+                              registry=r)
+        self.decoded = Counter("streamdec_decoded_audio_seconds",
+                               "Audio covered by the decoded batches", registry=r)
+        self.rtf = Gauge("streamdec_real_time_factor",
+                         "Decode seconds per decoded audio second", registry=r)
+        self.rtf.set_function(self._rtf)
+        self.latency = Histogram("streamdec_result_latency_seconds",
+                                 "From a chunk's last sample accepted to its results",
+                                 buckets=_LATENCY_BUCKETS, registry=r)
+        self.errors = Counter("streamdec_errors", "Errors by kind", ["kind"], registry=r)
+        self._decode_seconds = self._decoded_seconds = 0.0
+
+    def _rtf(self) -> float:
+        return self._decode_seconds / self._decoded_seconds if self._decoded_seconds else 0.0
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # -- EngineObserver --------------------------------------------------------------------
+    def on_batch(self, size: int, seconds: float) -> None:
+        self.batch.observe(size)
+        self.decode.inc(seconds)
+        self.decoded.inc(size * self.chunk_seconds)
+        self._decode_seconds += seconds
+        self._decoded_seconds += size * self.chunk_seconds
+
+    def on_result_latency(self, seconds: float) -> None:
+        self.latency.observe(seconds)
+
+    def on_stream_error(self, error) -> None:
+        """A stream's decode failed (counted here, once, not by its connection)."""
+        self.errors.labels("decode_failed").inc()

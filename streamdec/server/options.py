@@ -1,0 +1,123 @@
+"""Per-connection options: query parameters of the WebSocket URL, on either protocol.
+
+=================  ==========================================================  ============
+parameter          meaning                                                     default
+=================  ==========================================================  ============
+``sample_rate``    rate of the audio the client sends (8000..96000)            per protocol
+``encoding``       ``f32le`` | ``s16le`` | ``mulaw``                           per protocol
+``channels``       1, or 2: a stereo call, one stream (and result tag) each    1
+``search``         search method (``greedy``, ``modified_beam``, ...)          the server's
+``beam``           beam size of a beam search                                  the server's
+``hotwords``       phrases to bias (``phrase`` or ``phrase :score``), comma-   none
+                   separated; may repeat; needs a beam search
+``token``          bearer token, for clients that cannot set a header          -
+=================  ==========================================================  ============
+
+``parse_options`` is pure: it validates everything once and raises ``OptionError`` with the
+reason, which the server returns as HTTP 400 at the handshake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+from ..errors import ConfigError
+from ..pcm import ENCODINGS
+from ..search.config import SEARCH_METHODS, SearchConfig
+
+__all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MIN_RATE",
+           "MAX_RATE", "MAX_CHANNELS", "KNOWN"]
+
+MIN_RATE, MAX_RATE = 8000, 96000
+MAX_CHANNELS = 2
+MAX_BEAM = 64
+KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "token")
+
+
+class OptionError(ConfigError):
+    """A connection option is invalid (HTTP 400 at the handshake)."""
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """What one connection's audio is and how its streams are decoded."""
+
+    sample_rate: int
+    encoding: str
+    channels: int = 1
+    search: SearchConfig | None = None  # None: the server's search config
+    hotwords: tuple[str, ...] = ()
+
+    def describe(self) -> dict:
+        """For the connection log line."""
+        out = {"sample_rate": self.sample_rate, "encoding": self.encoding,
+               "channels": self.channels}
+        if self.search is not None:
+            out.update(search=self.search.method, beam=self.search.beam)
+        if self.hotwords:
+            out["hotwords"] = len(self.hotwords)
+        return out
+
+
+def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = query.get(name) or []
+    if len(values) > 1:
+        raise OptionError(f"{name} given {len(values)} times")
+    return values[0] if values else None
+
+
+def _int(name: str, text: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(f"{name} must be an integer, got {text!r}") from None
+    if not low <= value <= high:
+        raise OptionError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+def validate_rate(rate: int) -> int:
+    """Raises OptionError for a rate outside [MIN_RATE, MAX_RATE]."""
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise OptionError(f"unsupported sample_rate {rate}: supported {MIN_RATE}..{MAX_RATE} Hz")
+    return rate
+
+
+def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encoding: str,
+                  search: SearchConfig) -> StreamOptions:
+    """Options from ``query`` (name -> values, as parsed from a URL) over the protocol's
+    defaults ``sample_rate`` / ``encoding`` and the server's ``search`` config."""
+    unknown = sorted(set(query) - set(KNOWN))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
+    rate = _one(query, "sample_rate")
+    if rate is not None:
+        sample_rate = _int("sample_rate", rate, 1, 10**7)
+    validate_rate(sample_rate)
+    enc = _one(query, "encoding")
+    if enc is not None:
+        if enc not in ENCODINGS:
+            raise OptionError(f"unsupported encoding {enc!r}: supported {', '.join(ENCODINGS)}")
+        encoding = enc
+    channels = _one(query, "channels")
+    channels = 1 if channels is None else _int("channels", channels, 1, MAX_CHANNELS)
+    changes: dict = {}
+    method = _one(query, "search")
+    if method is not None:
+        if method not in SEARCH_METHODS:
+            raise OptionError(f"unknown search {method!r}: one of {', '.join(SEARCH_METHODS)}")
+        changes["method"] = method
+    beam = _one(query, "beam")
+    if beam is not None:
+        changes["beam"] = _int("beam", beam, 1, MAX_BEAM)
+    chosen = replace(search, **changes) if changes else search
+    hotwords = tuple(p.strip() for value in query.get("hotwords") or []
+                     for p in value.split(",") if p.strip())
+    if "beam" in changes and chosen.method == "greedy":
+        raise OptionError("beam needs a beam search (e.g. search=modified_beam); "
+                          "the search is greedy")
+    if hotwords and chosen.method == "greedy":
+        raise OptionError("hotwords need a beam search (e.g. search=modified_beam); "
+                          "the search is greedy")
+    return StreamOptions(sample_rate, encoding, channels, chosen if changes else None, hotwords)

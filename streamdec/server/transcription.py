@@ -1,0 +1,147 @@
+"""``POST /v1/audio/transcriptions``: the OpenAI-compatible file transcription endpoint.
+
+A multipart form with ``file`` (any format soundfile reads) and optionally
+``response_format`` (``json`` | ``text`` | ``srt`` | ``vtt`` | ``verbose_json``);
+``model``, ``language``, ``prompt``, ``temperature`` and ``timestamp_granularities[]`` are
+accepted and ignored (the server has one model; ``verbose_json`` always has word times).
+The audio is decoded by the engine like any live stream, batched with them.
+
+``render`` (pure) makes each format's body from the final results.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import DecodeError
+from ..formats import subtitles, transcript
+from ..results import Result
+
+__all__ = ["RESPONSE_FORMATS", "render", "read_upload", "UploadError"]
+
+RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+_MEDIA = {"json": "application/json", "verbose_json": "application/json",
+          "text": "text/plain; charset=utf-8", "srt": "application/x-subrip; charset=utf-8",
+          "vtt": "text/vtt; charset=utf-8"}
+_FIELDS = ("file", "response_format", "model", "language", "prompt", "temperature",
+           "timestamp_granularities[]", "timestamp_granularities")
+
+
+class UploadError(ValueError):
+    """The request cannot be transcribed (HTTP 400 with this message)."""
+
+
+def read_upload(data: bytes) -> tuple[int, np.ndarray]:
+    """Uploaded file bytes -> (sample rate, mono float32 samples); channels are averaged."""
+    import soundfile as sf
+
+    try:
+        audio, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        raise UploadError(f"file is not a readable audio file ({e})") from None
+    if len(audio) == 0:
+        raise UploadError("file holds no audio samples")
+    return int(rate), np.ascontiguousarray(audio.mean(axis=1), dtype=np.float32)
+
+
+def _segment(n: int, r: Result) -> dict:
+    start, end = r.span
+    return {"id": n, "start": round(start, 3), "end": round(end, 3), "text": r.text,
+            "tokens": list(r.token_ids),
+            "avg_logprob": round(float(np.mean(r.log_probs)), 6) if r.log_probs else 0.0,
+            "words": [{"word": w.text, "start": w.start, "end": w.end, "probability": w.conf}
+                      for w in r.words]}
+
+
+def render(finals: Sequence[Result], fmt: str, duration: float,
+           language: str | None = None) -> tuple[str, str]:
+    """(body, media type) of a transcription in ``fmt``."""
+    text = transcript(finals)
+    if fmt == "json":
+        body = json.dumps({"text": text}, ensure_ascii=False)
+    elif fmt == "text":
+        body = text + "\n"
+    elif fmt in ("srt", "vtt"):
+        body = subtitles(finals, fmt)
+    elif fmt == "verbose_json":
+        segments = [_segment(n, r) for n, r in enumerate(r for r in finals if r.text)]
+        body = json.dumps({
+            "task": "transcribe", "language": language or "unknown",
+            "duration": round(duration, 3), "text": text, "segments": segments,
+            "words": [{k: w[k] for k in ("word", "start", "end")}
+                      for s in segments for w in s["words"]]}, ensure_ascii=False)
+    else:
+        raise UploadError(f"unsupported response_format {fmt!r}: one of "
+                          f"{', '.join(RESPONSE_FORMATS)}")
+    return body, _MEDIA[fmt]
+
+
+def check_fields(names) -> None:
+    unknown = sorted(set(names) - set(_FIELDS))
+    if unknown:
+        raise UploadError(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}")
+
+
+async def transcribe_upload(context, request):
+    """The endpoint: refusals (401/503), a bad request (400), too large a file (413)."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse, Response
+
+    def error(status: int, message: str, kind: str) -> Response:
+        context.metrics.errors.labels(kind).inc()
+        return JSONResponse({"error": {"message": message, "type": kind}}, status)
+
+    refusal = context.refusal(request.headers, request.query_params)
+    if refusal is not None:
+        return JSONResponse({"error": {"message": refusal.reason, "type": "refused"}},
+                            refusal.status)
+    limit = context.config.max_upload_bytes
+    if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
+        return error(413, f"upload is over the limit of {limit} bytes", "too_big")
+    context.admit("http")
+    try:
+        try:
+            form = await request.form(max_files=1, max_fields=16)
+        except Exception as e:  # not multipart, or a malformed one
+            return error(400, f"expected a multipart/form-data body with 'file' ({e})",
+                         "bad_request")
+        try:
+            check_fields(form.keys())
+            upload = form.get("file")
+            if upload is None or isinstance(upload, str):
+                raise UploadError("the form has no 'file' part")
+            fmt = form.get("response_format") or "json"
+            if fmt not in RESPONSE_FORMATS:
+                raise UploadError(f"unsupported response_format {fmt!r}: one of "
+                                  f"{', '.join(RESPONSE_FORMATS)}")
+            data = await upload.read()
+            if len(data) > limit:
+                return error(413, f"upload is over the limit of {limit} bytes", "too_big")
+            rate, samples = await run_in_threadpool(read_upload, data)
+        except UploadError as e:
+            return error(400, str(e), "bad_request")
+        try:
+            finals = await _transcribe(context.engine, rate, samples)
+        except DecodeError as e:  # counted by the engine's observer
+            return JSONResponse({"error": {"message": str(e), "type": "decode_failed"}}, 500)
+        body, media = render(finals, fmt, len(samples) / rate, form.get("language"))
+        context.metrics.audio.inc(len(samples) / rate)
+        return Response(body, media_type=media)
+    finally:
+        context.release("http")
+
+
+async def _transcribe(engine, rate: int, samples: np.ndarray) -> list[Result]:
+    """Final results of a whole file decoded by the engine (1 s pieces, back-pressured)."""
+    live = engine.open()
+    try:
+        for i in range(0, len(samples), rate):
+            await live.feed(rate, samples[i:i + rate])
+        live.finish()
+        return [r async for r in live.results() if r.is_final]
+    finally:
+        live.close()

@@ -1,0 +1,228 @@
+"""The Vosk server protocol (served at ``/vosk``, and at ``/`` of ``--vosk-port``).
+
+Client -> server: optionally first the text ``{"config": {"sample_rate": 8000, "words": 1,
+"max_alternatives": 0, "phrase_list": [...]}}`` (no reply, as Vosk); then binary messages
+of int16 little-endian PCM (8 kHz unless the config or the URL says otherwise);
+``{"eof" : 1}`` ends the stream, ``{"reset" : 1}`` ends the current utterance and goes on.
+
+Server -> client: exactly one text reply per message (config excepted), sent once every
+whole chunk of that message's audio is decoded:
+
+- ``{"partial": "..."}`` while an utterance is open;
+- ``{"text": "...", "result": [{"word", "start", "end", "conf"}, ...]}`` when one (or,
+  for a message long enough to hold several, more than one, merged) ended; ``result`` when
+  words are on (the default) and there are words; times in seconds from the stream start;
+- with ``max_alternatives`` > 0, ``{"alternatives": [{"text", "confidence", "result"}]}``
+  (the n-best of a beam search; ``confidence`` is the hypothesis' total log-probability).
+
+After ``{"eof" : 1}`` the last reply is the final result, then the server closes. With
+``channels=2`` a message gets one reply per channel, in order, each with ``"channel"``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from ..errors import DecodeError
+from ..results import Result
+from .connection import DRAIN, ClientError, Connection
+from .options import MAX_RATE, MIN_RATE, OptionError, validate_rate
+
+__all__ = ["VoskSettings", "parse_vosk_config", "vosk_partial", "vosk_final", "run_vosk",
+           "MAX_ALTERNATIVES"]
+
+MAX_ALTERNATIVES = 20
+_CONFIG_KEYS = ("sample_rate", "words", "max_alternatives", "phrase_list")
+
+
+@dataclass(frozen=True)
+class VoskSettings:
+    """What a Vosk config message sets."""
+
+    sample_rate: int
+    words: bool = True
+    max_alternatives: int = 0
+
+
+def _integer(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ClientError("bad_config", f"config {name} must be an integer, got {value!r}")
+    if not low <= int(value) <= high:
+        raise ClientError("bad_config", f"config {name} must be in [{low}, {high}], got {value}")
+    return int(value)
+
+
+def parse_vosk_config(config, current: VoskSettings) -> VoskSettings:
+    """The settings after a config message's ``config`` object (ClientError when invalid;
+    ``unsupported`` for a non-empty ``phrase_list``: grammar mode is not available yet)."""
+    if not isinstance(config, dict):
+        raise ClientError("bad_config", f"config must be an object, got {config!r}")
+    unknown = sorted(set(config) - set(_CONFIG_KEYS))
+    if unknown:
+        raise ClientError("bad_config", f"unknown config key(s) {', '.join(unknown)}; known: "
+                                        f"{', '.join(_CONFIG_KEYS)}")
+    changes = {}
+    if "sample_rate" in config:
+        rate = _integer("sample_rate", config["sample_rate"], MIN_RATE, MAX_RATE)
+        try:
+            changes["sample_rate"] = validate_rate(rate)
+        except OptionError as e:
+            raise ClientError("bad_config", str(e)) from None
+    if "words" in config:
+        if not isinstance(config["words"], (bool, int)) or config["words"] not in (0, 1):
+            raise ClientError("bad_config", f"config words must be 0/1 or a boolean, got "
+                                            f"{config['words']!r}")
+        changes["words"] = bool(config["words"])
+    if "max_alternatives" in config:
+        changes["max_alternatives"] = _integer("max_alternatives", config["max_alternatives"],
+                                               0, MAX_ALTERNATIVES)
+    phrases = config.get("phrase_list", [])
+    if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
+        raise ClientError("bad_config", "config phrase_list must be a list of strings")
+    if phrases:
+        raise ClientError("unsupported", "phrase_list (grammar mode) is not supported yet")
+    return replace(current, **changes)
+
+
+def _words(result: Result, offset: float) -> list[dict]:
+    return [{"word": w.text, "start": round(w.start + offset, 6),
+             "end": round(w.end + offset, 6), "conf": w.conf} for w in result.words]
+
+
+def vosk_partial(text: str, channel: int | None = None) -> dict:
+    reply = {"partial": text}
+    if channel is not None:
+        reply["channel"] = channel
+    return reply
+
+
+def vosk_final(finals: Sequence[Result], settings: VoskSettings, offset: float = 0.0,
+               channel: int | None = None) -> dict:
+    """The reply for utterances that ended (several are merged into one reply, their
+    alternatives rank by rank). ``offset``: seconds to add to word times (the stream
+    restarts at a reset)."""
+    spoken = [r for r in finals if r.text] or list(finals[-1:])
+    if settings.max_alternatives > 0:
+        ranked = [(r.alternatives or (r,))[:settings.max_alternatives] for r in spoken]
+        reply: dict = {"alternatives": []}
+        for rank in range(max((len(a) for a in ranked), default=0)):
+            picks = [a[min(rank, len(a) - 1)] for a in ranked]
+            alternative = {"text": " ".join(p.text for p in picks if p.text),
+                           "confidence": round(sum(p.score for p in picks), 6)}
+            if settings.words:
+                alternative["result"] = [w for p in picks for w in _words(p, offset)]
+            reply["alternatives"].append(alternative)
+    else:
+        reply = {"text": " ".join(r.text for r in spoken if r.text)}
+        words = [w for r in spoken for w in _words(r, offset)]
+        if settings.words and words:
+            reply["result"] = words
+    if channel is not None:
+        reply["channel"] = channel
+    return reply
+
+
+class _Channel:
+    """Results of one channel not yet replied: finals waiting and the open partial."""
+
+    def __init__(self) -> None:
+        self.finals: list[Result] = []
+        self.partial = ""
+
+    def take(self, results: Sequence[Result]) -> None:
+        for r in results:
+            if r.is_final:
+                self.finals.append(r)
+                self.partial = ""
+            else:
+                self.partial = r.text
+
+
+async def run_vosk(conn: Connection) -> None:
+    """Serve one Vosk client until ``{"eof" : 1}`` (or an error, or it leaves)."""
+    settings = VoskSettings(sample_rate=conn.options.sample_rate)
+    channels = [_Channel() for _ in conn.lives]
+    tagged = len(conn.lives) > 1
+    audio_started = False
+    offset = 0.0  # seconds of audio before the last reset
+
+    async def reply() -> None:
+        """One reply per channel for what its audio so far gave (waits for the decode)."""
+        for live in conn.lives:
+            await live.wait_decoded()
+        for c, (live, state) in enumerate(zip(conn.lives, channels)):
+            try:
+                state.take(await live.next_results() if live.done else live.pop_results())
+            except DecodeError as e:
+                raise ClientError("decode_failed", str(e)) from None
+            tag = c if tagged else None
+            if state.finals:
+                message = vosk_final(state.finals, settings, offset, tag)
+                state.finals = []
+            else:
+                message = vosk_partial(state.partial, tag)
+            await conn.send(json.dumps(message, ensure_ascii=False))
+
+    async def end_utterance() -> None:
+        """Finish the streams and reply with their finals."""
+        conn.finish()
+        await reply()
+
+    try:
+        while True:
+            try:
+                message = await conn.receive()
+            except ClientError as e:
+                if e.after_results:
+                    await end_utterance()
+                raise
+            if message is DRAIN:
+                await end_utterance()
+                await conn.close(1000, "server shutting down")
+                return
+            if isinstance(message, bytes):
+                audio_started = True
+                try:
+                    await conn.feed(message)
+                except ClientError as e:
+                    if e.after_results:
+                        await end_utterance()
+                    raise
+                await reply()
+                continue
+            try:
+                command = json.loads(message)
+            except ValueError:
+                raise ClientError("bad_json", f"text message is not JSON: {message[:40]!r}")
+            if not isinstance(command, dict):
+                raise ClientError("bad_message", f"expected an object, got {message[:40]!r}")
+            if "config" in command:
+                if audio_started:
+                    raise ClientError("bad_config", "config must come before the audio")
+                new = parse_vosk_config(command["config"], settings)
+                if new.max_alternatives != settings.max_alternatives:
+                    _reopen_with_nbest(conn, new.max_alternatives)
+                settings = new
+                conn.options = replace(conn.options, sample_rate=settings.sample_rate)
+            elif command.get("eof") == 1:
+                await end_utterance()
+                await conn.close(1000, "eof")
+                return
+            elif command.get("reset") == 1:
+                await end_utterance()
+                offset = conn.audio_seconds
+                conn.open_streams(conn.options)
+                channels = [_Channel() for _ in conn.lives]
+            else:
+                raise ClientError("bad_message", f"unknown command {message[:60]!r}: expected "
+                                                 'config, {"eof" : 1} or {"reset" : 1}')
+    except ClientError as e:
+        await conn.fail(e)
+
+
+def _reopen_with_nbest(conn: Connection, max_alternatives: int) -> None:
+    """Streams whose finals carry up to ``max_alternatives`` alternatives."""
+    search = conn.options.search or conn.context.engine.recognizer.config.search
+    conn.open_streams(replace(conn.options, search=replace(search, nbest=max(1, max_alternatives))))

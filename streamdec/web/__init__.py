@@ -1,0 +1,2 @@
+"""The browser captioning page, served by ``streamdec serve`` at ``/`` (``index.html``) and
+``/static/`` (this folder's ``static/``)."""
