@@ -251,10 +251,12 @@ class Engine:
             self._pool = None
 
     # -- streams ---------------------------------------------------------------------------
-    def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = ()
-             ) -> LiveStream:
-        """A new live stream (ConfigError / TokenizeError for unusable options)."""
-        live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords))
+    def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
+             phrases: Sequence[str] | None = None) -> LiveStream:
+        """A new live stream (ConfigError / TokenizeError for unusable options); see
+        ``Recognizer.create_stream`` for the arguments."""
+        live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords,
+                                                              phrases=phrases))
         self._streams[live.stream] = live
         return live
 

@@ -249,8 +249,8 @@ BAD_INPUT = {
     "unknown config key": ("/vosk", ['{"config": {"sample_rat": 8000}}'], "bad_config", 1008),
     "config after audio": ("/vosk", [VOSK_AUDIO, '{"config": {"words": 1}}'],
                            "bad_config", 1008),
-    "phrase_list": ("/vosk", ['{"config": {"phrase_list": ["yes", "no"]}}'],
-                    "unsupported", 1003),
+    "phrase_list the model cannot spell": ("/vosk", ['{"config": {"phrase_list": ["yes", "n0"]}}'],
+                                           "bad_config", 1008),
 }
 
 
@@ -481,3 +481,20 @@ def test_example_clients_transcribe_a_file(server, rec, two_utterances):
 def test_microphone_clients_start(script):
     p = _client(script, "--help")
     assert p.returncode == 0 and "--url" in p.stdout, p.stderr
+
+
+def test_grammar_mode_through_both_protocols(server, tmp_path):
+    """Vosk's phrase_list and the sherpa ``phrases`` option restrict a stream to its phrases
+    (one or more in a row); anything else is [unk]."""
+    grammar = ["yes", "no", "one", "two", "three", "[unk]"]
+    cases = [("yes", "YES"), ("one two three", "ONE TWO THREE"),
+             ("purple elephant", "[unk]")]
+    for n, (sentence, want) in enumerate(cases):
+        audio = speak(sentence, tmp_path / f"g{n}.wav", voice="en-gb")  # a voice never trained on
+        pcm = (audio * 32767).astype(np.int16)
+        out = run(vosk_client(server.url("/vosk"), pcm, 4000,
+                              config={"sample_rate": 16000, "phrase_list": grammar}))
+        assert out["close"] == 1000 and vosk_text(out["replies"]) == want, out["replies"][-3:]
+        query = "?phrases=" + ",".join(grammar).replace(" ", "%20")
+        out = run(sherpa_client(server.url("/" + query), audio, 3200))
+        assert sherpa_text(out["results"]) == want

@@ -121,15 +121,17 @@ VOSK_CONFIGS = [  # (config, settings or (kind, message part))
     ({"sample_rate": 16000}, VoskSettings(16000)),
     ({"sample_rate": 16000.0, "words": 0, "max_alternatives": 3},
      VoskSettings(16000, False, 3)),
-    ({"words": True, "phrase_list": []}, VoskSettings(8000)),
+    ({"words": True, "phrase_list": []}, VoskSettings(8000)),  # an empty list: no grammar
     ({"sample_rate": "8000"}, ("bad_config", "sample_rate must be an integer")),
     ({"sample_rate": 44100.5}, ("bad_config", "sample_rate must be an integer")),
     ({"sample_rate": 4000}, ("bad_config", "must be in [8000, 96000]")),
     ({"words": 2}, ("bad_config", "words must be 0/1")),
     ({"max_alternatives": -1}, ("bad_config", "max_alternatives must be in [0, 20]")),
     ({"max_alternatives": True}, ("bad_config", "max_alternatives must be an integer")),
-    ({"phrase_list": "yes no"}, ("bad_config", "phrase_list must be a list of strings")),
-    ({"phrase_list": ["yes", "no"]}, ("unsupported", "not supported yet")),
+    ({"phrase_list": "yes no"}, ("bad_config", "phrase_list must be a list of non-empty")),
+    ({"phrase_list": ["yes", " "]}, ("bad_config", "phrase_list must be a list of non-empty")),
+    ({"phrase_list": ["yes", " no ", "[unk]"]},
+     VoskSettings(8000, phrases=("yes", "no", "[unk]"))),
     ({"model": "en"}, ("bad_config", "unknown config key(s) model")),
     ([1, 2], ("bad_config", "config must be an object")),
 ]
@@ -168,6 +170,12 @@ OPTIONS = [  # (query, options)
     ({"search": ["alsd"], "hotwords": ["ACME CORP :2.0,NEW YORK", "BOSTON"]},
      StreamOptions(16000, "f32le", search=SearchConfig(method="alsd"),
                    hotwords=("ACME CORP :2.0", "NEW YORK", "BOSTON"))),
+    # grammar mode: a greedy (default) search becomes modified beam search, others stay
+    ({"phrases": ["yes, no,[unk]"]},
+     StreamOptions(16000, "f32le", search=SearchConfig(method="modified_beam"),
+                   phrases=("yes", "no", "[unk]"))),
+    ({"search": ["alsd"], "phrases": ["one", "two"]},
+     StreamOptions(16000, "f32le", search=SearchConfig(method="alsd"), phrases=("one", "two"))),
 ]
 BAD_OPTIONS = [  # (query, message part)
     ({"sample_rate": ["96001"]}, "unsupported sample_rate 96001"),
@@ -181,6 +189,8 @@ BAD_OPTIONS = [  # (query, message part)
     ({"beam": ["4"]}, "beam needs a beam search"),
     ({"hotwords": ["ACME"]}, "hotwords need a beam search"),
     ({"rate": ["8000"]}, "unknown option(s) rate"),
+    ({"phrases": ["yes,,no"]}, "phrases must be comma-separated, non-empty phrases"),
+    ({"search": ["greedy"], "phrases": ["yes"]}, "phrases (grammar mode) need a beam search"),
 ]
 
 

@@ -126,7 +126,8 @@ class Connection:
         engine = self.context.engine
         self.lives = []
         for _ in range(options.channels):
-            self.lives.append(engine.open(search=options.search, hotwords=options.hotwords))
+            self.lives.append(engine.open(search=options.search, hotwords=options.hotwords,
+                                          phrases=options.phrases))
         self.options = options
         if self._pump is not None and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.context.config.idle_timeout_seconds)

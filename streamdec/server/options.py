@@ -32,7 +32,10 @@ __all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MI
 MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
-KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "token")
+KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
+         "token")
+#: the search grammar mode uses when the connection's search is greedy
+GRAMMAR_SEARCH = "modified_beam"
 
 
 class OptionError(ConfigError):
@@ -48,6 +51,7 @@ class StreamOptions:
     channels: int = 1
     search: SearchConfig | None = None  # None: the server's search config
     hotwords: tuple[str, ...] = ()
+    phrases: tuple[str, ...] | None = None  # grammar mode: only these phrases (or [unk])
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -57,7 +61,21 @@ class StreamOptions:
             out.update(search=self.search.method, beam=self.search.beam)
         if self.hotwords:
             out["hotwords"] = len(self.hotwords)
+        if self.phrases is not None:
+            out["phrases"] = len(self.phrases)
         return out
+
+    def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
+                     ) -> "StreamOptions":
+        """Grammar mode on (or off, with None): a greedy search (this connection's or the
+        server's ``default``) becomes ``GRAMMAR_SEARCH``, which grammars need."""
+        if phrases is None:
+            return replace(self, phrases=None)
+        search = self.search or default
+        if search.method == "greedy":
+            search = replace(search, method=GRAMMAR_SEARCH)
+        return replace(self, phrases=tuple(phrases),
+                       search=search if search is not default else self.search)
 
 
 def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -120,4 +138,12 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
     if hotwords and chosen.method == "greedy":
         raise OptionError("hotwords need a beam search (e.g. search=modified_beam); "
                           "the search is greedy")
-    return StreamOptions(sample_rate, encoding, channels, chosen if changes else None, hotwords)
+    options = StreamOptions(sample_rate, encoding, channels, chosen if changes else None, hotwords)
+    phrases = [p.strip() for value in query.get("phrases") or [] for p in value.split(",")]
+    if "phrases" in query:
+        if not all(phrases):
+            raise OptionError("phrases must be comma-separated, non-empty phrases")
+        if method == "greedy":
+            raise OptionError("phrases (grammar mode) need a beam search; search=greedy given")
+        options = options.with_phrases(phrases, search)
+    return options

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..errors import DecodeError
+from ..errors import DecodeError, StreamdecError
 from ..results import Result
 from .connection import DRAIN, ClientError, Connection
 from .options import MAX_RATE, MIN_RATE, OptionError, validate_rate
@@ -44,6 +44,7 @@ class VoskSettings:
     sample_rate: int
     words: bool = True
     max_alternatives: int = 0
+    phrases: tuple[str, ...] | None = None  # phrase_list: grammar mode (None: off)
 
 
 def _integer(name: str, value, low: int, high: int) -> int:
@@ -55,8 +56,10 @@ def _integer(name: str, value, low: int, high: int) -> int:
 
 
 def parse_vosk_config(config, current: VoskSettings) -> VoskSettings:
-    """The settings after a config message's ``config`` object (ClientError when invalid;
-    ``unsupported`` for a non-empty ``phrase_list``: grammar mode is not available yet)."""
+    """The settings after a config message's ``config`` object (ClientError when invalid).
+    A non-empty ``phrase_list`` turns grammar mode on: the stream recognises only those
+    phrases, one or more in a row; ``"[unk]"`` in the list lets anything else through as
+    ``[unk]``."""
     if not isinstance(config, dict):
         raise ClientError("bad_config", f"config must be an object, got {config!r}")
     unknown = sorted(set(config) - set(_CONFIG_KEYS))
@@ -78,11 +81,13 @@ def parse_vosk_config(config, current: VoskSettings) -> VoskSettings:
     if "max_alternatives" in config:
         changes["max_alternatives"] = _integer("max_alternatives", config["max_alternatives"],
                                                0, MAX_ALTERNATIVES)
-    phrases = config.get("phrase_list", [])
-    if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
-        raise ClientError("bad_config", "config phrase_list must be a list of strings")
-    if phrases:
-        raise ClientError("unsupported", "phrase_list (grammar mode) is not supported yet")
+    if "phrase_list" in config:
+        phrases = config["phrase_list"]
+        if not isinstance(phrases, list) or not all(isinstance(p, str) and p.strip()
+                                                    for p in phrases):
+            raise ClientError("bad_config", "config phrase_list must be a list of non-empty "
+                                            "strings")
+        changes["phrases"] = tuple(p.strip() for p in phrases) or None
     return replace(current, **changes)
 
 
@@ -202,8 +207,9 @@ async def run_vosk(conn: Connection) -> None:
                 if audio_started:
                     raise ClientError("bad_config", "config must come before the audio")
                 new = parse_vosk_config(command["config"], settings)
-                if new.max_alternatives != settings.max_alternatives:
-                    _reopen_with_nbest(conn, new.max_alternatives)
+                if (new.max_alternatives, new.phrases) != (settings.max_alternatives,
+                                                           settings.phrases):
+                    _reopen(conn, new)
                 settings = new
                 conn.options = replace(conn.options, sample_rate=settings.sample_rate)
             elif command.get("eof") == 1:
@@ -222,7 +228,15 @@ async def run_vosk(conn: Connection) -> None:
         await conn.fail(e)
 
 
-def _reopen_with_nbest(conn: Connection, max_alternatives: int) -> None:
-    """Streams whose finals carry up to ``max_alternatives`` alternatives."""
-    search = conn.options.search or conn.context.engine.recognizer.config.search
-    conn.open_streams(replace(conn.options, search=replace(search, nbest=max(1, max_alternatives))))
+def _reopen(conn: Connection, settings: VoskSettings) -> None:
+    """Streams whose finals carry up to ``max_alternatives`` alternatives and that follow
+    the phrase list (grammar mode) when there is one. ClientError ``bad_config`` when the
+    phrases cannot be spelled with the model's units."""
+    default = conn.context.engine.recognizer.config.search
+    options = conn.options.with_phrases(settings.phrases, default)
+    search = options.search or default
+    try:
+        conn.open_streams(replace(options, search=replace(
+            search, nbest=max(1, settings.max_alternatives))))
+    except StreamdecError as e:  # TokenizeError / ConfigError
+        raise ClientError("bad_config", f"config: {e}") from None
