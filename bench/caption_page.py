@@ -27,10 +27,13 @@ import base64
 
 import numpy as np
 
-__all__ = ["CHROMIUM", "CAPTURE_RATE", "launch", "open_page", "TAP", "sent_audio",
+__all__ = ["CHROMIUM", "OTHER_NAME", "CAPTURE_RATE", "launch", "open_page", "TAP", "sent_audio",
            "send_times", "caption_events", "to_int16", "wait_until_sent"]
 
 CHROMIUM = "/usr/bin/chromium"
+# a name of this machine that is not "localhost": the page as a browser on another machine
+# sees it (a plain-http page there is not a secure context)
+OTHER_NAME = "captions.test"
 CAPTURE_RATE = 44100  # the fake capture device's rate, and headless Chromium's audio context's
 # a closed network: no background connections (they would be refused, many at a time)
 QUIET = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -40,8 +43,9 @@ QUIET = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 def launch(playwright, audio: str | None = None, fake_ui: bool = True):
     """Headless Chromium with a fake microphone (playing ``audio``, a WAV file, or a beep
     when None); ``fake_ui``: microphone requests are granted without a prompt (without it,
-    headless Chromium refuses them)."""
-    args = [*QUIET, "--use-fake-device-for-media-stream"]
+    headless Chromium refuses them). ``OTHER_NAME`` is 127.0.0.1."""
+    args = [*QUIET, "--use-fake-device-for-media-stream",
+            f"--host-resolver-rules=MAP {OTHER_NAME} 127.0.0.1"]
     if fake_ui:
         args.append("--use-fake-ui-for-media-stream")
     if audio is not None:
