@@ -90,11 +90,16 @@ function serverQuery(sampleRate) {
 // What the server says of a connection with this query: {admitted, frame_seconds} or
 // {admitted: false, status, reason}; null when it cannot be reached.
 async function askAdmission(query) {
+  let response;
   try {
-    const response = await fetch(`/admission?${query}`, { cache: "no-store" });
-    return await response.json();
+    response = await fetch(`/admission?${query}`, { cache: "no-store" });
   } catch (error) {
     return null;
+  }
+  try {
+    return await response.json();
+  } catch (error) { // not streamdec's answer (a proxy's error page, say)
+    return { admitted: false, status: response.status, reason: response.statusText };
   }
 }
 
@@ -154,12 +159,17 @@ async function openMicrophone() {
   const rate = stream.getAudioTracks()[0].getSettings().sampleRate;
   let context;
   try {
-    context = rate ? new AudioContext({ sampleRate: rate }) : new AudioContext();
+    try {
+      context = rate ? new AudioContext({ sampleRate: rate }) : new AudioContext();
+    } catch (error) {
+      context = new AudioContext();
+    }
+    await context.audioWorklet.addModule("/static/capture-worklet.js");
+    await context.resume(); // a context made outside a click may start suspended
   } catch (error) {
-    context = new AudioContext();
+    releaseMicrophone({ stream, context });
+    throw error;
   }
-  await context.audioWorklet.addModule("/static/capture-worklet.js");
-  await context.resume(); // a context made outside a click may start suspended
   return { stream, context };
 }
 
@@ -168,7 +178,7 @@ function releaseMicrophone(s) {
   s.released = true;
   if (s.source) s.source.disconnect();
   for (const track of s.stream.getTracks()) track.stop();
-  if (s.context.state !== "closed") s.context.close();
+  if (s.context && s.context.state !== "closed") s.context.close();
 }
 
 // -- a session: Start to Stop --------------------------------------------------------------
