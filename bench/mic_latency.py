@@ -32,9 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +45,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from caption_delay import (machine, shown_times, summary, utterance_delay,  # noqa: E402
+                           word_delays, write_report)
 from null_sink import NullSink, caption_playback  # noqa: E402
 from streamdec import Recognizer  # noqa: E402
 from streamdec.cli.options import add_recognizer_options, app_config_from_args  # noqa: E402
@@ -89,24 +88,6 @@ def find(haystack: np.ndarray, needle: np.ndarray, start: int, rate: int) -> int
     raise ValueError("an utterance is missing from the capture")
 
 
-def shown_times(events: list[tuple[float, dict]], finals: list) -> list[list[float]]:
-    """For each final (segment) with words, when each of its words was first shown whole."""
-    out = []
-    for final in finals:
-        words = [w.text for w in final.words]
-        seen: list[float | None] = [None] * len(words)
-        for t, e in events:
-            if e["segment"] != final.segment:
-                continue
-            shown = e["text"].split()
-            for j, w in enumerate(words):
-                if seen[j] is None and (e["type"] == "final" or
-                                        (j < len(shown) and shown[j] == w)):
-                    seen[j] = t
-        out.append(seen)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON report")
@@ -141,41 +122,25 @@ def main() -> None:
     def wall(t: float) -> float:
         return run.listening_at + (t - block)
 
-    delays = []
     shown = shown_times(events, finals)
-    for final, times in zip(finals, shown):
-        for w, t in zip(final.words, times):
-            delays.append(t - wall(w.end))
+    delays = word_delays(shown, finals, wall)
     per_utt = []
     at = 0
     for path in files:
         audio, _ = sf.read(str(path), dtype="int16")
         at = find(captured, audio, at, rate)
         end = (at + int(np.flatnonzero(np.abs(audio.astype(np.int32)) > LOUD)[-1]) + 1) / rate
-        # the final (segment) whose last word ends nearest this utterance's end
-        k = min(range(len(finals)), key=lambda i: abs(finals[i].words[-1].end - end))
-        per_utt.append({"file": path.name, "acoustic_end": round(end, 3),
-                        "text": finals[k].text,
-                        "last_word_end": finals[k].words[-1].end,
-                        "last_word_shown_delay": round(shown[k][-1] - wall(end), 3)})
+        per_utt.append(utterance_delay(path.name, end, finals, shown, wall))
         at += len(audio)
     report = {
         "mic_options": args.mic_options, "block_seconds": block,
         "model_chunk_seconds": rec.meta.chunk_shift * rec.config.features.frame_shift_ms / 1000,
-        "words": len(delays),
-        "word_delay": {"median": round(statistics.median(delays), 3),
-                       "p90": round(float(np.percentile(delays, 90)), 3),
-                       "max": round(max(delays), 3)},
-        "utterance_end_delay_median": round(statistics.median(
-            u["last_word_shown_delay"] for u in per_utt), 3),
+        **summary(delays, per_utt),
         "utterances": per_utt,
         "mic_summary": run.stderr_text.strip().splitlines()[-1],
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "machine": machine(),
     }
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("words", "word_delay",
-                                             "utterance_end_delay_median")}))
+    write_report(args.out, report)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian/Ubuntu machine:
 # system tools (speech synthesizers for the recipe smoke test and test audio, sox,
-# PortAudio + PulseAudio for the microphone tests) and the package with its test extras.
+# PortAudio + PulseAudio for the microphone tests, Chromium for the captioning page's) and
+# the package with its test extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,9 +11,11 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # espeak-ng, flite, sox: test audio and the recipe smoke test; fortunes, fortunes-min,
 # wamerican: the recipe's training text (recipes/synthetic-en/make_text.py reads them);
 # libportaudio2, pulseaudio, pulseaudio-utils (paplay, pactl), libasound2-plugins (the
-# ALSA "pulse" device): the microphone tests capture a PulseAudio null sink's monitor.
+# ALSA "pulse" device): the microphone tests capture a PulseAudio null sink's monitor;
+# chromium (driven by Playwright from the test extra: never a browser it downloads) and
+# fonts-dejavu-core (the page's text in its screenshots): the captioning page's tests.
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
-      libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins"
+      libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

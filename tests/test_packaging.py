@@ -1,6 +1,7 @@
 """The package as a user installs it: the built wheel (not an editable checkout) in a new
 virtualenv on the oldest Python the project claims (3.10, where TOML needs ``tomli``)
-transcribes with a built-in config named on the command line."""
+transcribes with a built-in config named on the command line, and ships the captioning
+page."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,10 @@ def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
                     str(ROOT)], check=True, timeout=300)
     (wheel,) = wheels.glob("streamdec-*.whl")
+    shipped = zipfile.ZipFile(wheel).namelist()
+    for page_file in ("index.html", "static/app.js", "static/capture-worklet.js",
+                      "static/subtitles.js", "static/style.css"):  # the captioning page
+        assert f"streamdec/web/{page_file}" in shipped, page_file
     venv = tmp_path / "venv"
     subprocess.run([oldest_python(), "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",

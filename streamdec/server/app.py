@@ -7,13 +7,24 @@ WebSocket ``/`` and ``/sherpa``        sherpa-onnx protocol (``/``: Vosk when
                                        ``vosk_at_root``, for the ``--vosk-port``)
 WebSocket ``/vosk``                    Vosk protocol
 GET ``/``, ``/static/...``             the browser captioning page
+GET ``/admission``                     what a sherpa handshake with the same query and
+                                       headers would be answered (for browsers)
 POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
 GET ``/health``                        200 ``ok``; 503 while draining
 GET ``/metrics``                       Prometheus text format
 =====================================  =============================================
 
 A WebSocket handshake is refused with an HTTP status and a reason: 401 (token), 503
-(connection cap, draining), 400 (invalid options, e.g. ``?sample_rate=1``).
+(connection cap, draining), 400 (invalid options, e.g. ``?sample_rate=1``). A browser's
+WebSocket API hides that status (a refused handshake is only an ``error`` event), so
+``GET /admission`` answers the same question over plain HTTP: the status and reason the
+sherpa handshake would get with that query string and those headers (JSON
+``{"admitted": false, "status", "reason"}``), or 200 with ``{"admitted": true,
+"frame_seconds"}``: the encoder frame, one step of the results' ``timestamps``, from which
+a word's end is known (one frame after its last token). It does not reserve a place:
+the page asks before connecting, and again to explain a handshake that failed.
+(Phrases that the model cannot spell are found only when the stream is made: such a
+handshake is refused with 400 although ``/admission`` admitted it.)
 The app starts the context's engine in its lifespan if nobody has (an ASGI host that runs
 only the app), and stops it then too.
 """
@@ -32,15 +43,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from ..errors import ConfigError, TokenizeError
+from .access import Refusal
 from .connection import Connection, Disconnected
 from .context import ServerContext
 from .metrics import CONTENT_TYPE_LATEST
-from .options import parse_options
+from .options import StreamOptions, parse_options
 from .sherpa import run_sherpa
 from .transcription import transcribe_upload
 from .vosk import run_vosk
 
 __all__ = ["create_app"]
+
+SHERPA_ENCODING = "f32le"  # the sherpa-onnx protocol's default audio encoding
 
 Session = Callable[[Connection], Awaitable[None]]
 
@@ -49,21 +63,34 @@ def _web_dir():
     return resources.files("streamdec.web")
 
 
+def _admission(context: ServerContext, headers, query_params, default_rate: int,
+               encoding: str) -> StreamOptions | Refusal:
+    """The options of a handshake with these headers and query, or why it is refused."""
+    refusal = context.refusal(headers, query_params)
+    if refusal is not None:
+        return refusal
+    query = {k: query_params.getlist(k) for k in query_params.keys()}
+    try:
+        return parse_options(query, sample_rate=default_rate, encoding=encoding,
+                             search=context.engine.recognizer.config.search)
+    except ConfigError as e:
+        return Refusal(400, str(e))
+
+
 def _websocket_route(context: ServerContext, protocol: str, session: Session,
                      default_rate: Callable[[], int], encoding: str):
     async def endpoint(websocket: WebSocket) -> None:
-        refusal = context.refusal(websocket.headers, websocket.query_params)
-        if refusal is not None:
-            context.metrics.errors.labels(f"refused_{refusal.status}").inc()
+        options = _admission(context, websocket.headers, websocket.query_params,
+                             default_rate(), encoding)
+        if isinstance(options, Refusal):
+            kind = "bad_options" if options.status == 400 else f"refused_{options.status}"
+            context.metrics.errors.labels(kind).inc()
             await websocket.send_denial_response(
-                PlainTextResponse(refusal.reason, refusal.status, headers={"Hint": refusal.reason}))
+                PlainTextResponse(options.reason, options.status, headers={"Hint": options.reason}))
             return
-        query = {k: websocket.query_params.getlist(k) for k in websocket.query_params.keys()}
         try:
-            options = parse_options(query, sample_rate=default_rate(), encoding=encoding,
-                                    search=context.engine.recognizer.config.search)
             connection = Connection(context, websocket, protocol, options)
-        except (ConfigError, TokenizeError) as e:
+        except (ConfigError, TokenizeError) as e:  # e.g. phrases the model cannot spell
             context.metrics.errors.labels("bad_options").inc()
             await websocket.send_denial_response(PlainTextResponse(str(e), 400))
             return
@@ -83,12 +110,23 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
 
 def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlette:
     """The app of one listener over ``context`` (shared by every listener of a server)."""
-    sherpa = _websocket_route(context, "sherpa", run_sherpa,
-                              lambda: context.audio.sample_rate, "f32le")
+    def sherpa_rate() -> int:
+        return context.audio.sample_rate
+
+    sherpa = _websocket_route(context, "sherpa", run_sherpa, sherpa_rate, SHERPA_ENCODING)
     vosk = _websocket_route(context, "vosk", run_vosk, lambda: 8000, "s16le")
 
     async def index(request: Request) -> Response:
         return HTMLResponse((_web_dir() / "index.html").read_text(encoding="utf-8"))
+
+    async def admission(request: Request) -> Response:
+        options = _admission(context, request.headers, request.query_params,
+                             sherpa_rate(), SHERPA_ENCODING)
+        if isinstance(options, Refusal):
+            return JSONResponse({"admitted": False, "status": options.status,
+                                 "reason": options.reason}, options.status)
+        meta = context.engine.recognizer.meta
+        return JSONResponse({"admitted": True, "frame_seconds": meta.encoder_frame_seconds})
 
     async def health(request: Request) -> Response:
         if context.draining:
@@ -107,7 +145,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
               Route("/health", health), Route("/metrics", metrics)]
     if not vosk_at_root:
         routes += [WebSocketRoute("/sherpa", sherpa),
-                   Route("/", index),
+                   Route("/", index), Route("/admission", admission),
                    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]

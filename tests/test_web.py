@@ -1,0 +1,374 @@
+"""The browser captioning page (``streamdec serve`` at ``/``) in a real browser.
+
+Debian's Chromium, driven by Playwright (``bench/caption_page.py``), against a real
+``streamdec serve`` process on loopback; Chromium's fake capture device plays a known file
+as the microphone.
+
+Why the comparison with ``transcribe`` is exact and over the audio the page sent: the
+built-in model's text depends on where speech falls on the 10 ms frame grid, and the page
+starts sending at whatever point of the file the device has reached (it plays from when
+the page opens the microphone, and loops). So the test records every sample the page sends
+(``caption_page.TAP``) and checks two things: those samples are the file's, exactly (a
+44.1 kHz mono 16-bit file reaches the page unresampled, and the floats map back to the
+file's integers one for one), with nothing else but silence; and the page shows the very
+finals, words and times that ``transcribe`` gives for those samples, and its SRT and TXT
+downloads are what ``transcribe --format srt`` would write for them.
+
+Also: the SRT rules of the page's script against ``streamdec.formats`` on the same results
+(so the two cannot drift apart); the messages when the microphone is refused, the server is
+full (503), unreachable or lost mid-session, or needs a token, and when a browser on
+another machine opens the page over plain http; captioning over https from such a browser;
+the page's size on a phone and a projector.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+from websockets.sync.client import connect
+
+from server_utils import REPO, UNIT, ServerProcess, get, wait_for_idle
+from streamdec import Recognizer
+from streamdec.cli.live_line import LiveLine
+from streamdec.formats import subtitles
+from streamdec.results import make_result
+from streamdec.search.base import Hypothesis
+from streamdec.server.sherpa import sherpa_message
+from streamdec.transcribe import transcribe_files
+from test_builtin_transcribe import speak
+from test_server_limits import self_signed
+
+sys.path.insert(0, str(REPO / "bench"))
+
+from caption_page import (CAPTURE_RATE, OTHER_NAME, launch, open_page,  # noqa: E402
+                          sent_audio, to_int16, wait_until_sent)
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+LEAD_IN, PAUSE, TAIL = 1.0, 2.0, 3.0  # seconds of silence in the played file
+MAX_CONNECTIONS = 1
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = ServerProcess("--max-connections", str(MAX_CONNECTIONS))
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory) -> Path:
+    """examples/hello.wav, a pause, an espeak-ng sentence: mono 16-bit at the capture rate,
+    between LEAD_IN and TAIL seconds of silence."""
+    folder = tmp_path_factory.mktemp("played")
+    hello, rate = sf.read(str(REPO / "examples" / "hello.wav"), dtype="float32")
+    sentence = speak("please call me back tomorrow morning", folder / "sentence.wav")
+
+    def silence(seconds: float) -> np.ndarray:
+        return np.zeros(int(seconds * CAPTURE_RATE), np.float32)
+
+    audio = np.concatenate([silence(LEAD_IN), soxr.resample(hello, rate, CAPTURE_RATE),
+                            silence(PAUSE), soxr.resample(sentence, 16000, CAPTURE_RATE),
+                            silence(TAIL)])
+    path = folder / "played-44k.wav"
+    sf.write(str(path), audio, CAPTURE_RATE, subtype="PCM_16")
+    return path
+
+
+@pytest.fixture(scope="module")
+def playwright():
+    with sync_playwright() as p:  # one per process: a second one cannot start inside it
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, played):
+    b = launch(playwright, str(played))
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def rec():
+    return Recognizer()
+
+
+def page_finals(page) -> list[str]:
+    return page.locator("#finals li").all_inner_texts()
+
+
+def shown_by_live_line(finals) -> list[str]:
+    """How ``streamdec mic`` writes these finals off a terminal: ``[mm:ss.ss - mm:ss.ss]
+    TEXT`` lines."""
+    out = io.StringIO()
+    line = LiveLine(out, times=True)
+    for r in finals:
+        line("", r)
+    return out.getvalue().splitlines()
+
+
+def download(page, button: str) -> str:
+    with page.expect_download() as info:
+        page.click(button)
+    return Path(info.value.path()).read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_page_captions_the_microphone_as_transcribe_does(server, browser, played, rec,
+                                                          tmp_path):
+    page = open_page(browser, server.http("/"), viewport={"width": 1000, "height": 640})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(e))
+    page.click("#toggle")
+    page.wait_for_selector('#status[data-state="listening"]', timeout=20_000 * UNIT)
+    file_audio, _ = sf.read(str(played), dtype="int16")
+    # the file's speech has been sent, and its trailing silence but its last second
+    wait_until_sent(page, len(file_audio) - CAPTURE_RATE, timeout=60 * UNIT)
+    page.click("#toggle")
+    page.wait_for_selector('#status[data-state="stopped"]', timeout=30_000 * UNIT)
+    assert page.inner_text("#message") == "" and errors == []
+    page.screenshot(path=str(tmp_path / "captions.png"))
+
+    # what the page sent is the file's audio, sample for sample, and silence
+    sent = sent_audio(page)
+    samples = to_int16(sent)
+    assert np.abs(samples / np.where(sent > 0, 32767, 32768) - sent).max() < 1e-7
+    speech = file_audio[np.flatnonzero(file_audio)[0]:np.flatnonzero(file_audio)[-1] + 1]
+    at = np.flatnonzero(samples)[0]
+    np.testing.assert_array_equal(samples[at:at + len(speech)], speech)
+    assert not samples[at + len(speech):].any()  # silence after it (the loop did not restart)
+
+    # the server was told the capture rate
+    logged = server.connections_logged()[-1]
+    assert logged["options"]["sample_rate"] == CAPTURE_RATE
+    assert logged["close_code"] == 1000
+
+    # on those samples, transcribe gives the page's finals, times, TXT and SRT
+    path = tmp_path / "sent.wav"
+    sf.write(str(path), sent, CAPTURE_RATE, subtype="FLOAT")
+    item = next(transcribe_files(rec, [str(path)]))
+    finals = [r for r in item.finals if r.text]
+    assert len(finals) == 2  # the two utterances
+    assert page_finals(page) == shown_by_live_line(finals)
+    assert page.inner_text("#partial") == ""
+    assert download(page, "#download-txt") == "".join(r.text + "\n" for r in finals)
+    assert download(page, "#download-srt") == subtitles(item.finals, "srt")
+
+
+# -- the page's SRT rules against streamdec.formats --------------------------------------------
+def spelled(rec, segment: int, segment_start: int, words, is_final=True):
+    """A result of the built-in model's units spelling ``words``: (text, first frame, last
+    frame) each, the word boundary and first letter at the first frame, the last letter at
+    the last; frames are absolute encoder frames."""
+    ids, frames = [], []
+    table = rec.symbols.symbol_to_id
+    for text, first, last in words:
+        letters = [table[c] for c in text]
+        ids += [table["\u2581"]] + letters
+        spread = np.linspace(first, last, len(letters)).round().astype(int).tolist()
+        frames += [first] + spread
+    hyp = Hypothesis(context=(0, 0), tokens=tuple(ids), frames=tuple(frames),
+                     log_probs=tuple(-0.1 for _ in ids))
+    end = (words[-1][2] + 5) if words else segment_start + 10
+    return make_result(hyp, rec.symbols, rec.meta, segment=segment, segment_start=segment_start,
+                       frame_offset=end, is_final=is_final)
+
+
+W8 = [f"WORD{c * 4}" for c in "ABCDEFGHIJ"]  # ten 8-letter words: four fit on a 42-char line
+
+SRT_CASES = {
+    "one short segment": [[("HELLO", 12, 20), ("WORLD", 25, 33)]],
+    "two lines of at most 42 characters, then a new cue": [
+        [(w, 10 * n, 10 * n + 6) for n, w in enumerate(W8)]],
+    "at most 7 s on screen": [[(c * 3, 25 * n, 25 * n + 5) for n, c in enumerate("ABCDEFGHIJ")]],
+    "segments are never merged; a short cue is cut by the next": [
+        [("ONE", 0, 4)], [("TWO", 12, 16), ("THREE", 18, 24)], [("FOUR", 60, 62)]],
+    "a word longer than a line": [[("X" * 45, 5, 40), ("AND", 42, 44), ("MORE", 46, 50)]],
+    "apostrophes and even breaks": [[("DON'T", 3, 9), ("STOP", 11, 15), ("A" * 20, 17, 40),
+                                     ("BB", 41, 43), ("C" * 18, 44, 60)]],
+    "empty finals and partials give no cue": [[], [("KEPT", 100, 110)]],
+    "late in a long session": [[("LATER", 90_000, 90_020), ("ON", 90_022, 90_030)]],
+}
+
+
+@pytest.mark.parametrize("case", list(SRT_CASES))
+def test_page_srt_follows_the_same_rules_as_formats(browser, server, rec, case):
+    results, start = [], 0
+    for n, words in enumerate(SRT_CASES[case]):
+        start = words[0][1] if words else start
+        results.append(spelled(rec, n, start, words))
+    if case.startswith("empty"):
+        results.insert(1, spelled(rec, 1, 100, [("DRAFT", 100, 104)], is_final=False))
+    messages = [sherpa_message(r, rec.meta.encoder_frame_seconds) for r in results]
+    page = open_page(browser, server.http("/"))
+    srt, txt, words = page.evaluate("""async ([messages, frame]) => {
+        const m = await import("/static/subtitles.js");
+        const finals = messages.map((x) => m.finalOf(JSON.parse(x), frame)).filter(Boolean);
+        return [m.srt(finals), m.txt(finals), finals.map((f) => f.words)];
+    }""", [messages, rec.meta.encoder_frame_seconds])
+    page.context.close()
+    finals = [r for r in results if r.is_final and r.text]
+    assert words == [[{"text": w.text, "start": w.start, "end": w.end} for w in r.words]
+                     for r in finals]
+    assert srt == subtitles(results, "srt")
+    assert txt == "".join(r.text + "\n" for r in finals)
+
+
+# -- what the page says when it cannot caption -------------------------------------------------
+REFUSED = ("The microphone was refused. Allow this page to use it (the icon in the address "
+           "bar, or the browser's site settings), then press Start again.")
+
+
+def start_and_wait_for_error(page) -> str:
+    page.click("#toggle")
+    page.wait_for_selector('#status[data-state="error"]', timeout=20_000 * UNIT)
+    return page.inner_text("#message")
+
+
+def test_refused_microphone(server, playwright):
+    """A browser that asks its user (no fake prompt), whose user has said no."""
+    connections = len(server.connections_logged())
+    b = launch(playwright, fake_ui=False)
+    try:
+        page = open_page(b, server.http("/"))
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Browser.setPermission", {"permission": {"name": "microphone"},
+                                           "setting": "denied",
+                                           "origin": server.http("/").rstrip("/")})
+        assert start_and_wait_for_error(page) == REFUSED
+        assert page.inner_text("#toggle") == "Start"
+    finally:
+        b.close()
+    assert len(server.connections_logged()) == connections  # it never connected
+
+
+def test_full_server(server, browser):
+    """Every connection is taken (``max_connections``): the page says so, with the reason,
+    and connects once there is room."""
+    wait_for_idle(server)
+    page = open_page(browser, server.http("/"))
+    with connect(server.url("/sherpa")):  # takes the only place
+        assert start_and_wait_for_error(page) == (
+            f"The server cannot take this connection now (server is at its limit of "
+            f"{MAX_CONNECTIONS} connections; retry later). Try again in a moment.")
+    wait_for_idle(server)
+    page.click("#toggle")
+    page.wait_for_selector('#status[data-state="listening"]', timeout=20_000 * UNIT)
+    page.click("#toggle")
+    page.wait_for_selector('#status[data-state="stopped"]', timeout=30_000 * UNIT)
+    page.context.close()
+
+
+def test_admission_endpoint(server):
+    """What the page asks before connecting: the handshake's answer, over plain HTTP."""
+    wait_for_idle(server)
+    status, body = get(server.http("/admission?sample_rate=44100"))
+    assert (status, json.loads(body)) == (200, {"admitted": True, "frame_seconds": 0.04})
+    status, body = get(server.http("/admission?sample_rate=1"))
+    assert status == 400 and json.loads(body) == {
+        "admitted": False, "status": 400,
+        "reason": "unsupported sample_rate 1: supported 8000..96000 Hz"}
+    with connect(server.url("/sherpa")):
+        status, body = get(server.http("/admission"))
+    assert status == 503 and json.loads(body)["reason"] == (
+        f"server is at its limit of {MAX_CONNECTIONS} connections; retry later")
+
+
+def test_server_lost_then_unreachable(browser):
+    """The server dies mid-session: the page says the connection was lost; Start then says
+    the server cannot be reached."""
+    own = ServerProcess()
+    try:
+        host = own.http("/").split("//")[1].rstrip("/")
+        page = open_page(browser, own.http("/"))
+        page.click("#toggle")
+        page.wait_for_selector('#status[data-state="listening"]', timeout=20_000 * UNIT)
+        own.stop(signal.SIGKILL)
+        page.wait_for_selector('#status[data-state="error"]', timeout=20_000 * UNIT)
+        assert page.inner_text("#message") == (
+            f"The connection to the server at {host} was lost.")
+        assert start_and_wait_for_error(page) == (
+            f"Cannot reach the server at {host}. Check that streamdec serve is running and "
+            "reachable from this device, then press Start again.")
+        page.context.close()
+    finally:
+        own.stop(signal.SIGKILL)
+
+
+INSECURE = ("The browser allows the microphone only on a secure page: open this page over "
+            "https (start the server with --tls-cert and --tls-key), or at http://localhost "
+            "on the machine that runs the server.")
+
+
+def test_plain_http_from_another_machine_says_https_is_needed(server, browser):
+    page = open_page(browser, f"http://{OTHER_NAME}:{server.port}/")
+    assert start_and_wait_for_error(page) == INSECURE
+    page.context.close()
+
+
+def test_https_from_another_machine_with_a_token(browser, tmp_path):
+    """Over https (the server's TLS options) the page may use the microphone from another
+    machine's browser, and connects over wss; with a token file, it needs ``?token=``."""
+    cert, key = self_signed(tmp_path)
+    (tmp_path / "tokens").write_text("page-token\n")
+    own = ServerProcess("--tls-cert", str(cert), "--tls-key", str(key),
+                        "--token-file", str(tmp_path / "tokens"))
+    try:
+        origin = f"https://{OTHER_NAME}:{own.port}"
+        page = open_page(browser, origin + "/", ignore_https_errors=True)
+        assert start_and_wait_for_error(page) == (
+            f"This server needs an access token: open this page as {origin}/?token=YOUR_TOKEN "
+            "(missing or invalid bearer token (Authorization: Bearer TOKEN, or ?token=TOKEN)).")
+        page.context.close()
+        page = open_page(browser, origin + "/?token=page-token", ignore_https_errors=True)
+        page.click("#toggle")
+        page.wait_for_selector('#status[data-state="listening"]', timeout=20_000 * UNIT)
+        wait_until_sent(page, CAPTURE_RATE, timeout=20 * UNIT)
+        page.click("#toggle")
+        page.wait_for_selector('#status[data-state="stopped"]', timeout=30_000 * UNIT)
+        assert page.inner_text("#message") == ""
+        page.context.close()
+        logged = own.connections_logged()
+        assert [c["close_code"] for c in logged] == [1000]
+    finally:
+        assert own.stop() == 0
+
+
+# -- legible on a phone and on a projector -----------------------------------------------------
+def test_phone_and_projector_layouts(server, browser):
+    phone = open_page(browser, server.http("/"), viewport={"width": 360, "height": 740},
+                      device_scale_factor=2, is_mobile=True, has_touch=True)
+    overflow = phone.evaluate("() => document.documentElement.scrollWidth")
+    body_font = phone.evaluate("() => parseFloat(getComputedStyle(document.body).fontSize)")
+    button = phone.locator("#toggle").bounding_box()
+    phone.context.close()
+    assert overflow <= 360  # nothing wider than the screen
+    assert body_font >= 16
+    assert button["height"] >= 44  # a finger's target
+
+    projector = open_page(browser, server.http("/?large"), viewport={"width": 1280, "height": 720})
+    assert projector.locator("#large").is_checked()
+    caption_font = projector.evaluate(
+        "() => parseFloat(getComputedStyle(document.getElementById('captions')).fontSize)")
+    projector.context.close()
+    assert caption_font >= 64  # 5.5% of the width, at least 2rem
+
+
+@pytest.mark.slow
+def test_latency_benchmark_smoke(tmp_path):
+    out = tmp_path / "report.json"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "web_latency.py"), "--smoke",
+                          "--out", str(out)], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    assert report["words"] >= 1 and len(report["utterances"]) == 1
+    assert {"median", "p90", "max"} == set(report["word_delay"])
+    assert report["block_seconds"] == 0.05 and report["capture_rate"] == CAPTURE_RATE
