@@ -84,23 +84,12 @@ sys.path.insert(0, str(HERE))
 from abtest import (alternate, int_list, load_average, machine, print_table,  # noqa: E402
                     ratio, search_list, spread, write_report)
 from latency import Pacing, percentiles, sherpa_extra_frames  # noqa: E402
-from servers import PEERS, REPORT_KEYS, Server, Settings  # noqa: E402
+from servers import PEERS, REPORT_KEYS, Settings, Target, proc_sample  # noqa: E402
 
 RATE = 16000
 
 
 # -- the server process ---------------------------------------------------------------------
-def proc_sample(pid: int) -> tuple[float, int]:
-    """(CPU seconds used so far, RSS bytes) of a process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-    return cpu, rss
-
-
 def histogram_buckets(text: str, name: str) -> dict[float, float]:
     """A Prometheus histogram's cumulative bucket counts, by upper bound."""
     return {float("inf") if le == "+Inf" else float(le): float(v) for le, v in
@@ -248,22 +237,22 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
 
 
 # -- memory probe ----------------------------------------------------------------------------
-async def memory_probe(url: str, pid: int, k: int, utt: np.ndarray) -> dict:
+async def memory_probe(url: str, server: Target, k: int, utt: np.ndarray) -> dict:
     import websockets
 
-    _, idle = proc_sample(pid)
+    _, idle = server.sample()
     conns = [await websockets.connect(url, ping_interval=None) for _ in range(k)]
     await asyncio.sleep(2)
-    _, with_conns = proc_sample(pid)
+    _, with_conns = server.sample()
     audio = np.concatenate([utt, utt])[:3 * RATE].astype(np.float32)
     for ws in conns:
         await ws.send(audio.tobytes())
     await asyncio.sleep(max(3.0, k * 0.05))
-    _, with_streams = proc_sample(pid)
+    _, with_streams = server.sample()
     for ws in conns:
         await ws.close()
     await asyncio.sleep(2)
-    _, after = proc_sample(pid)
+    _, after = server.sample()
     return {"connections": k, "rss_idle_mb": round(idle / 2**20, 2),
             "rss_per_idle_connection_kb": round((with_conns - idle) / k / 1024, 1),
             "rss_per_active_stream_kb": round((with_streams - idle) / k / 1024, 1),
@@ -271,7 +260,7 @@ async def memory_probe(url: str, pid: int, k: int, utt: np.ndarray) -> dict:
 
 
 # -- per-message cost of the transport -----------------------------------------------------
-async def message_cost(url: str, pid: int, count: int) -> dict:
+async def message_cost(url: str, server: Target, count: int) -> dict:
     """Server CPU per WebSocket message: ``count`` empty binary messages (the protocol layer
     alone: uvicorn, Starlette, the connection's inbox; the session ignores empty audio) and
     ``count`` messages of 10 ms of audio (everything: PCM decoding, features, feeding the
@@ -284,7 +273,7 @@ async def message_cost(url: str, pid: int, count: int) -> dict:
     ten_ms[::7] = 0.01
     for name, payload in (("empty", b""), ("audio_10ms", ten_ms.tobytes())):
         async with websockets.connect(url, ping_interval=None) as ws:
-            cpu0, _ = proc_sample(pid)
+            cpu0, _ = server.sample()
             t0 = time.monotonic()
             for _ in range(count):
                 await ws.send(payload)
@@ -293,7 +282,7 @@ async def message_cost(url: str, pid: int, count: int) -> dict:
                 if m == "Done!":
                     break
             wall = time.monotonic() - t0
-            cpu1, _ = proc_sample(pid)
+            cpu1, _ = server.sample()
         out[name] = {"messages": count, "server_cpu_us_per_message":
                      round(1e6 * (cpu1 - cpu0) / count, 1),
                      "messages_per_second": round(count / wall)}
@@ -308,7 +297,7 @@ def latency_ms(values: list[float]) -> dict:
             for k, v in percentiles(values).items()}
 
 
-async def load(args, streams: int, server: Server, utts, pacing: Pacing) -> dict:
+async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
     """``streams`` clients against ``server``, bounded by ``--seconds`` + ``--grace``."""
     chunk = pacing.piece
     stats = [ClientStats() for _ in range(streams)]
@@ -323,7 +312,7 @@ async def load(args, streams: int, server: Server, utts, pacing: Pacing) -> dict
 
     async def sampler():
         while True:
-            cpu, rss = proc_sample(server.pid)
+            cpu, rss = server.sample()
             samples.append((time.monotonic() - t0, cpu, rss))
             await asyncio.sleep(1.0)
 
@@ -374,11 +363,11 @@ async def load(args, streams: int, server: Server, utts, pacing: Pacing) -> dict
     return report
 
 
-def measure_load(args, streams: int, server: Server, utts, pacing: Pacing) -> dict:
+def measure_load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
     """One run of the load against one server."""
     run = {"load_average_before": load_average()}
     time.sleep(1.0)
-    run["server_rss_idle_mb"] = round(proc_sample(server.pid)[1] / 2**20, 2)
+    run["server_rss_idle_mb"] = round(server.sample()[1] / 2**20, 2)
     before = scrape(server.metrics_url)
     run.update(asyncio.run(load(args, streams, server, utts, pacing)))
     after = scrape(server.metrics_url)
@@ -434,7 +423,7 @@ def compare(conf: dict) -> None:
     conf["ratio"] = conf["ratios"]["chunk_latency_p95"]
 
 
-def with_server(start: Callable[[], Server], measure: Callable[[Server], dict]) -> dict:
+def with_server(start: Callable[[], Target], measure: Callable[[Target], dict]) -> dict:
     """Start a server, measure it, stop it."""
     server = start()
     try:
@@ -446,8 +435,8 @@ def with_server(start: Callable[[], Server], measure: Callable[[Server], dict]) 
     return out
 
 
-def peer_runs(args, starts: dict[str, Callable[[], Server]],
-              measure: Callable[[Server], dict]) -> dict:
+def peer_runs(args, starts: dict[str, Callable[[], Target]],
+              measure: Callable[[Target], dict]) -> dict:
     """``measure`` on every peer, ``--runs`` times each, alternated; the summaries by peer."""
     names = list(starts)
     runs = alternate(args.runs, *[lambda n=n: with_server(starts[n], measure) for n in names])
@@ -498,7 +487,7 @@ def peer_list(text: str) -> list[str]:
     return names
 
 
-def peer_starts(args, rec, search: str) -> dict[str, Callable[[], Server]]:
+def peer_starts(args, rec, search: str) -> dict[str, Callable[[], Target]]:
     """Report key -> how to start that server with ``search``."""
     settings = Settings(model_dir=rec.config.model.path, model_type=rec.meta.model_type,
                         search=search, beam=args.beam, threads=args.threads,
@@ -538,20 +527,20 @@ def measure(args) -> dict:
     commands = report["setup"]["commands"]
     pacings: dict[str, Pacing] = {}
 
-    def starts_for(search: str) -> dict[str, Callable[[], Server]]:
+    def starts_for(search: str) -> dict[str, Callable[[], Target]]:
         if args.url:
-            return {"server": lambda: Server("server", args.url, args.pid)}
+            return {"server": lambda: Target("server", args.url, args.pid)}
         return peer_starts(args, rec, search)
 
-    def recorded(measure_one: Callable[[Server], dict]) -> Callable[[Server], dict]:
-        def run(server: Server) -> dict:
+    def recorded(measure_one: Callable[[Target], dict]) -> Callable[[Target], dict]:
+        def run(server: Target) -> dict:
             commands[server.name] = " ".join(server.command) or server.url
             return measure_one(server)
         return run
 
-    def probe(server: Server) -> dict:
+    def probe(server: Target) -> dict:
         time.sleep(1.0)
-        return asyncio.run(memory_probe(server.url, server.pid, args.memory_probe, utts[0]))
+        return asyncio.run(memory_probe(server.url, server, args.memory_probe, utts[0]))
 
     if args.memory_probe:
         report["memory"] = peer_runs(args, starts_for(args.search[0]), recorded(probe))
@@ -561,7 +550,7 @@ def measure(args) -> dict:
                   for k in ("streamdec", "sherpa_onnx")))
     if args.message_cost:
         report["message_cost"] = peer_runs(args, starts_for(args.search[0]), recorded(
-            lambda s: asyncio.run(message_cost(s.url, s.pid, args.message_cost))))
+            lambda s: asyncio.run(message_cost(s.url, s, args.message_cost))))
     rows = []
     for search in args.search:
         starts = starts_for(search)

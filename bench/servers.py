@@ -25,8 +25,8 @@ from typing import Callable
 
 from peer import SHERPA_METHODS
 
-__all__ = ["Settings", "Server", "PEERS", "REPORT_KEYS", "free_port", "start_streamdec",
-           "start_sherpa_onnx", "sherpa_server_binary"]
+__all__ = ["Settings", "Target", "PEERS", "REPORT_KEYS", "free_port", "proc_sample",
+           "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 120.0  # seconds for a server to load its model and listen
@@ -45,10 +45,21 @@ class Settings:
     sherpa_args: tuple[str, ...] = ()  # more arguments for the sherpa-onnx server
 
 
+def proc_sample(pid: int) -> tuple[float, int]:
+    """(CPU seconds used so far, RSS bytes) of a process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    return cpu, rss
+
+
 @dataclass
-class Server:
-    """A server under measurement: where it listens, the process to sample, how to stop it.
-    ``proc`` is None for a server this script did not start (it is left running)."""
+class Target:
+    """A server under measurement: where it listens, its process, how to stop it. ``proc``
+    is None for a server this script did not start (it is left running)."""
     name: str
     url: str
     pid: int
@@ -56,6 +67,10 @@ class Server:
     metrics_url: str | None = None  # Prometheus metrics, where the server has them
     proc: subprocess.Popen | None = None
     cleanup: Callable[[], None] | None = None
+
+    def sample(self) -> tuple[float, int]:
+        """(CPU seconds used so far, RSS bytes) of the server's process."""
+        return proc_sample(self.pid)
 
     def stop(self) -> int | str | None:
         """SIGTERM, then its exit status (``"killed"`` if it took over a minute)."""
@@ -110,7 +125,7 @@ def _start(cmd: list[str], ready: str, env: dict | None = None) -> subprocess.Po
             return proc
 
 
-def start_streamdec(settings: Settings) -> Server:
+def start_streamdec(settings: Settings) -> Target:
     port = free_port()
     cmd = [sys.executable, "-m", "streamdec", "serve", "--port", str(port),
            "--model", str(settings.model_dir), "--search", settings.search,
@@ -118,7 +133,7 @@ def start_streamdec(settings: Settings) -> Server:
            "--max-batch", str(settings.max_batch), "--max-connections", "2000",
            *settings.streamdec_args]
     proc = _start(cmd, '"event": "listening"')
-    return Server("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
+    return Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
                   f"http://127.0.0.1:{port}/metrics", proc)
 
 
@@ -137,7 +152,7 @@ def sherpa_server_binary() -> Path:
     raise SystemExit("sherpa-onnx-bin has no sherpa-onnx-online-websocket-server")
 
 
-def start_sherpa_onnx(settings: Settings) -> Server:
+def start_sherpa_onnx(settings: Settings) -> Target:
     import sherpa_onnx
 
     port = free_port()
@@ -160,12 +175,12 @@ def start_sherpa_onnx(settings: Settings) -> Server:
     except BaseException:
         logs.cleanup()
         raise
-    return Server("sherpa_onnx", f"ws://127.0.0.1:{port}/", proc.pid, cmd, None, proc,
+    return Target("sherpa_onnx", f"ws://127.0.0.1:{port}/", proc.pid, cmd, None, proc,
                   logs.cleanup)
 
 
 #: command-line name -> start function
-PEERS: dict[str, Callable[[Settings], Server]] = {"streamdec": start_streamdec,
+PEERS: dict[str, Callable[[Settings], Target]] = {"streamdec": start_streamdec,
                                                   "sherpa-onnx": start_sherpa_onnx}
 #: command-line name -> key of its figures in a report
 REPORT_KEYS = {"streamdec": "streamdec", "sherpa-onnx": "sherpa_onnx"}
