@@ -80,11 +80,15 @@ class Pacing:
         """When piece n (0-based) is fed."""
         return self.start + n * self.piece_seconds
 
+    def last_piece(self, chunks: int) -> int:
+        """The piece (0-based) that holds the last sample the ``chunks``-th chunk (1-based)
+        needs."""
+        end = (chunks - 1) * self.meta.chunk_shift + self.meta.chunk_frames + self.extra_frames
+        return math.ceil(self.frame_end(end - 1) / self.piece) - 1
+
     def chunk_accepted(self, chunks: int) -> float:
         """When the last sample of the ``chunks``-th chunk (1-based) was fed."""
-        end = (chunks - 1) * self.meta.chunk_shift + self.meta.chunk_frames + self.extra_frames
-        last_sample = self.frame_end(end - 1)
-        return self.due(math.ceil(last_sample / self.piece) - 1)
+        return self.due(self.last_piece(chunks))
 
 
 def stream_audio(utts, first: int, seconds: float) -> np.ndarray:

@@ -1,59 +1,79 @@
-"""Load generator for a streaming server: N real-time clients on loopback, from a separate
-process; latency, lost/late finals, server CPU and memory.
+"""Load generator for streaming servers: N real-time WebSocket clients on loopback, from a
+separate process; latency, lost/late finals, server CPU and memory; ``streamdec serve``
+against sherpa-onnx's C++ server on the same model files, A/B alternated.
 
-    python bench/load.py --streams 40 --seconds 60 --search greedy --out load.json
-    python bench/load.py --streams 40 --seconds 600 --memory-probe 50 --out soak.json
-    python bench/load.py --url ws://127.0.0.1:6006/ --pid 1234 ...    # a server already up
+    python bench/load.py --streams 10,50,100,200 --seconds 60 --out load.json
+    python bench/load.py --streams 60 --seconds 600 --warmup 60 --out soak.json
+    python bench/load.py --streams 10 --memory-probe 50 --message-cost 2000 --out mem.json
+    python bench/load.py --peer streamdec --streams 40 --out one.json    # one server
+    python bench/load.py --url ws://127.0.0.1:6006/ --pid 1234 ...       # a server already up
 
-By default it starts ``streamdec serve`` (built-in model, ``--search``) on a free port and
-stops it at the end; with ``--url``/``--pid`` it measures any server that speaks the
-sherpa-onnx protocol (float32 frames, ``Done``, JSON results with ``segment``,
-``start_time``, ``timestamps``, ``is_final``, then ``Done!``).
+``--peer`` (default both, ``streamdec,sherpa-onnx``) names the servers to start
+(``bench/servers.py``): ``streamdec serve`` and ``sherpa-onnx-online-websocket-server``
+(package ``sherpa-onnx-bin``), each on a free port, on the same model (``--model-dir``,
+default the built-in one), search (``--search``), ONNX Runtime threads (``--threads``) and
+batch size (``--max-batch``); every other setting is each server's own default. Each run
+starts a fresh server and stops it afterwards; with two peers the runs alternate (A B, B A,
+... ``--runs`` of each) and every configuration holds ``streamdec`` and ``sherpa_onnx``
+(medians and min/max over the runs) and ``ratio``: sherpa-onnx's p95 chunk latency /
+streamdec's (> 1: streamdec answers sooner); ``ratios`` adds server CPU and peak RSS
+(sherpa-onnx / streamdec, > 1: streamdec uses less). With ``--url``/``--pid`` it measures
+one server that is already running and speaks the sherpa-onnx protocol (float32 frames,
+``Done``, JSON results with ``segment``, ``start_time``, ``timestamps``, ``is_final``, then
+``Done!``).
 
 Each client streams the dev-set utterances (espeak, ``bench/devset.py``) one after another,
 each followed by ``--gap`` seconds of silence (so an endpoint closes every utterance),
 starting at a different utterance, in ``--chunk-ms`` messages paced at real time, for
-``--seconds``; then ``Done``. Measured, in the client:
+``--seconds``; then ``Done``. A run ends when every client has its ``Done!``, or at
+``--grace`` seconds after the audio's end, when the clients still running are stopped
+(``unfinished``). Measured in the client, the same way for every server:
 
-- ``token_latency``: for every token the first time it appears in a result, the time from
-  sending the message that holds the token's audio to receiving that result (it includes
-  waiting for the rest of the model's chunk: what a user sees);
-- ``finals``: utterances sent vs finals with text received; ``lost`` = utterances without a
-  final; ``late`` = finals that arrived after the next utterance's audio began;
-- ``send_lag``: how far the client's sending fell behind real time (back-pressure: the
-  server reading slower than real time);
+- ``chunk_latency_ms``: for every token the first time it appears in a result, the time from
+  sending the message that completed the model chunk holding the token (the last sample
+  that chunk's feature frames need, plus the frames a server waits for beyond them: one
+  for sherpa-onnx) to receiving that result: the server's queueing and decoding time;
+- ``token_latency_ms``: the same results timed from the message that holds the token's own
+  audio (it includes waiting for the rest of the model's chunk: what a user sees);
+- ``finals``: utterances whose audio and gap were sent, the utterances that got a final
+  with text, ``lost`` = sent utterances without one, ``late`` = finals that arrived after
+  the next utterance's audio began, ``split`` = extra finals within one utterance;
+- ``max_send_lag_s``: how far the client's sending fell behind real time (back-pressure:
+  the server reading slower than real time);
 
-and from the server process (``/proc``): CPU (% of one core, over the steady part) and RSS
-(idle with the model, per second under load). For streamdec the server's own
-chunk-to-result histogram (``streamdec_result_latency_seconds`` from ``/metrics``: a
-model chunk's last sample accepted -> its results) is reported as ``server_latency``
-(percentiles interpolated within its buckets).
+and from the server process (``/proc``): CPU (% of one core, over the steady part after
+``--warmup``), RSS (idle with the model, per second under load, growth after warm-up); the
+load generator's own CPU (``client_cpu_percent``); the load average before and after each
+run. For streamdec the server's own chunk-to-result histogram
+(``streamdec_result_latency_seconds`` from ``/metrics``: a model chunk's last sample
+accepted -> its results) is reported as ``server_latency`` (percentiles interpolated within
+its buckets).
 
-``--message-cost M`` first measures the server's CPU per WebSocket message (M empty
-messages: the transport alone; M messages of 10 ms audio, decoded). ``--memory-probe K`` first opens K idle connections, then makes them K active streams
-(3 s of audio each, left mid-utterance), and reports the RSS added per connection and per
-active stream, before the load starts.
+``--message-cost M`` measures, on a fresh server of each peer, the server's CPU per
+WebSocket message (M empty messages: the transport alone; M messages of 10 ms audio,
+decoded). ``--memory-probe K`` measures, on a fresh server of each peer, the RSS with the
+model loaded, then opens K idle connections, then makes them K active streams (3 s of audio
+each, left mid-utterance), and reports the RSS added per connection and per active stream
+(``memory``; its ``ratio``: sherpa-onnx's RSS per active stream / streamdec's).
 
-A run *sustains* its streams when no final is lost or late and the clients never fell
-behind real time by more than one second (``sustained`` in the report).
+A run *sustains* its streams when every client finished, no final is lost or late and the
+clients never fell behind real time by more than one second (``sustained``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -61,41 +81,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from abtest import (alternate, int_list, load_average, machine, print_table,  # noqa: E402
+                    ratio, search_list, spread, write_report)
+from latency import Pacing, percentiles, sherpa_extra_frames  # noqa: E402
+from servers import PEERS, REPORT_KEYS, Settings, Target, proc_sample  # noqa: E402
+
 RATE = 16000
 
 
 # -- the server process ---------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_streamdec(search: str, port: int, extra: list[str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "streamdec", "serve", "--port", str(port), "--search", search,
-           "--max-connections", "2000", *extra]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=HERE.parent)
-    for line in proc.stderr:
-        if '"event": "listening"' in line:
-            break
-    else:
-        raise SystemExit(f"server did not start: {' '.join(cmd)}")
-    # keep draining its log so it never blocks on a full pipe
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-    return proc
-
-
-def proc_sample(pid: int) -> tuple[float, int]:
-    """(CPU seconds used so far, RSS bytes) of a process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-    return cpu, rss
-
-
 def histogram_buckets(text: str, name: str) -> dict[float, float]:
     """A Prometheus histogram's cumulative bucket counts, by upper bound."""
     return {float("inf") if le == "+Inf" else float(le): float(v) for le, v in
@@ -127,95 +121,138 @@ def scrape(url: str | None) -> str:
 
 # -- one client ----------------------------------------------------------------------------------
 @dataclass
-class ClientStats:
-    token_latency: list[float] = field(default_factory=list)
-    utterances: int = 0  # utterances whose audio (and gap) was sent completely
-    finals: int = 0
-    late: int = 0
-    max_send_lag: float = 0.0
-    error: str | None = None
+class Program:
+    """The audio a client sends: utterances, each followed by a gap of silence."""
+    audio: np.ndarray
+    starts: list[int]  # first sample of each utterance
+    ends: list[int]  # sample after each utterance's gap (its endpoint needs the gap)
 
 
-def build_program(utts, gap: float, start: int, seconds: float):
-    """The audio a client sends: utterances from ``start`` on, each + gap of silence, until
-    ``seconds``; returns (audio, [(start_sample, end_sample) of each utterance])."""
-    pieces, spans, pos, i = [], [], 0, start
+def build_program(utts, gap: float, start: int, seconds: float) -> Program:
+    """Utterances from ``start`` on (cycling), each + ``gap`` seconds of silence, until
+    ``seconds``."""
+    pieces, starts, ends, pos, i = [], [], [], 0, start
     silence = np.zeros(int(gap * RATE), np.float32)
     while pos < seconds * RATE:
         u = utts[i % len(utts)]
         pieces += [u, silence]
-        spans.append((pos, pos + len(u)))
+        starts.append(pos)
         pos += len(u) + len(silence)
+        ends.append(pos)
         i += 1
-    return np.concatenate(pieces), spans
+    return Program(np.concatenate(pieces), starts, ends)
 
 
-async def run_client(url: str, audio: np.ndarray, spans, chunk: int, t_start: float,
+@dataclass
+class ClientStats:
+    token_latency: list[float] = field(default_factory=list)
+    chunk_latency: list[float] = field(default_factory=list)
+    unmatched: int = 0  # tokens in a result before the client had sent their chunk
+    utterances: int = 0  # utterances whose audio and gap were sent completely
+    final_utterances: set[int] = field(default_factory=set)  # utterances with a final
+    late: int = 0
+    split: int = 0  # finals beyond the first within one utterance
+    max_send_lag: float = 0.0
+    finished: bool = False
+    error: str | None = None
+
+    @property
+    def lost(self) -> int:
+        return sum(1 for i in range(self.utterances) if i not in self.final_utterances)
+
+
+async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_start: float,
                      stats: ClientStats) -> None:
+    """Send ``program`` in ``chunk``-sample messages paced at real time from ``t_start``,
+    then ``Done``; time every token's first appearance (``pacing``: which message completed
+    the model chunk of an encoder frame) and check the finals."""
     import websockets
 
     sent_at: list[float] = []  # send time of each message
     seen: set[tuple[int, int]] = set()  # (segment, token index) already reported
+    frame_seconds = pacing.meta.encoder_frame_seconds
+    frames_per_chunk = pacing.meta.encoder_frames_per_chunk
 
-    def message_time(sample: int) -> float | None:
-        k = sample // chunk
-        return sent_at[k] if k < len(sent_at) else None
+    def sent(message: int) -> float | None:
+        return sent_at[message] if message < len(sent_at) else None
 
-    async with websockets.connect(url, max_size=None, ping_interval=None) as ws:
+    def on_result(r: dict, now: float) -> None:
+        for n, t in enumerate(r.get("timestamps", [])):
+            key = (r["segment"], n)
+            if key in seen:
+                continue
+            seen.add(key)
+            at = r["start_time"] + t
+            own = sent(int(at * RATE) // chunk)
+            if own is not None:
+                stats.token_latency.append(now - own)
+            chunks = round(at / frame_seconds) // frames_per_chunk + 1
+            completed = sent(pacing.last_piece(chunks))
+            if completed is None:
+                stats.unmatched += 1
+            else:
+                stats.chunk_latency.append(now - completed)
+        if r.get("is_final") and r.get("text"):
+            end = int((r["start_time"] + (r["timestamps"] or [0])[-1]) * RATE)
+            i = bisect.bisect_right(program.starts, end) - 1
+            if i in stats.final_utterances:
+                stats.split += 1
+                return
+            stats.final_utterances.add(i)
+            # late: the next utterance's audio had started being sent
+            if (i + 1 < len(program.starts)
+                    and sent(program.starts[i + 1] // chunk) is not None):
+                stats.late += 1
+
+    async with websockets.connect(url, max_size=None, ping_interval=None,
+                                  open_timeout=60) as ws:
         async def receive():
             async for msg in ws:
                 now = time.monotonic()
                 if msg == "Done!":
                     return
-                r = json.loads(msg)
-                for n, t in enumerate(r.get("timestamps", [])):
-                    key = (r["segment"], n)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    sent = message_time(int((r["start_time"] + t) * RATE))
-                    if sent is not None:
-                        stats.token_latency.append(now - sent)
-                if r.get("is_final") and r.get("text"):
-                    stats.finals += 1
-                    # late: the next utterance's audio had started being sent
-                    end = int((r["start_time"] + (r["timestamps"] or [0])[-1]) * RATE)
-                    nxt = next((a for a, _ in spans if a > end), None)
-                    if nxt is not None and message_time(nxt) is not None:
-                        stats.late += 1
+                on_result(json.loads(msg), now)
 
         receiver = asyncio.ensure_future(receive())
-        for k in range(0, len(audio), chunk):
-            due = t_start + (k // chunk) * chunk / RATE
-            delay = due - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                stats.max_send_lag = max(stats.max_send_lag, -delay)
-            sent_at.append(time.monotonic())
-            await ws.send(audio[k:k + chunk].tobytes())
-        await ws.send("Done")
-        stats.utterances = len(spans)
-        await asyncio.wait_for(receiver, 120)
+        try:
+            audio = program.audio
+            for k in range(0, len(audio), chunk):
+                due = t_start + (k // chunk) * chunk / RATE
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                else:
+                    stats.max_send_lag = max(stats.max_send_lag, -delay)
+                sent_at.append(time.monotonic())
+                await ws.send(audio[k:k + chunk].tobytes())
+                while (stats.utterances < len(program.ends)
+                       and program.ends[stats.utterances] <= k + chunk):
+                    stats.utterances += 1
+            await ws.send("Done")
+            stats.utterances = len(program.ends)
+            await receiver
+            stats.finished = True
+        finally:
+            receiver.cancel()
 
 
 # -- memory probe ----------------------------------------------------------------------------
-async def memory_probe(url: str, pid: int, k: int, utt: np.ndarray) -> dict:
+async def memory_probe(url: str, server: Target, k: int, utt: np.ndarray) -> dict:
     import websockets
 
-    _, idle = proc_sample(pid)
+    _, idle = server.sample()
     conns = [await websockets.connect(url, ping_interval=None) for _ in range(k)]
     await asyncio.sleep(2)
-    _, with_conns = proc_sample(pid)
+    _, with_conns = server.sample()
     audio = np.concatenate([utt, utt])[:3 * RATE].astype(np.float32)
     for ws in conns:
         await ws.send(audio.tobytes())
     await asyncio.sleep(max(3.0, k * 0.05))
-    _, with_streams = proc_sample(pid)
+    _, with_streams = server.sample()
     for ws in conns:
         await ws.close()
     await asyncio.sleep(2)
-    _, after = proc_sample(pid)
+    _, after = server.sample()
     return {"connections": k, "rss_idle_mb": round(idle / 2**20, 2),
             "rss_per_idle_connection_kb": round((with_conns - idle) / k / 1024, 1),
             "rss_per_active_stream_kb": round((with_streams - idle) / k / 1024, 1),
@@ -223,7 +260,7 @@ async def memory_probe(url: str, pid: int, k: int, utt: np.ndarray) -> dict:
 
 
 # -- per-message cost of the transport -----------------------------------------------------
-async def message_cost(url: str, pid: int, count: int) -> dict:
+async def message_cost(url: str, server: Target, count: int) -> dict:
     """Server CPU per WebSocket message: ``count`` empty binary messages (the protocol layer
     alone: uvicorn, Starlette, the connection's inbox; the session ignores empty audio) and
     ``count`` messages of 10 ms of audio (everything: PCM decoding, features, feeding the
@@ -236,7 +273,7 @@ async def message_cost(url: str, pid: int, count: int) -> dict:
     ten_ms[::7] = 0.01
     for name, payload in (("empty", b""), ("audio_10ms", ten_ms.tobytes())):
         async with websockets.connect(url, ping_interval=None) as ws:
-            cpu0, _ = proc_sample(pid)
+            cpu0, _ = server.sample()
             t0 = time.monotonic()
             for _ in range(count):
                 await ws.send(payload)
@@ -245,136 +282,328 @@ async def message_cost(url: str, pid: int, count: int) -> dict:
                 if m == "Done!":
                     break
             wall = time.monotonic() - t0
-            cpu1, _ = proc_sample(pid)
+            cpu1, _ = server.sample()
         out[name] = {"messages": count, "server_cpu_us_per_message":
                      round(1e6 * (cpu1 - cpu0) / count, 1),
                      "messages_per_second": round(count / wall)}
     return out
 
 
-# -- the run ---------------------------------------------------------------------------------------
-async def load(args, url: str, pid: int, utts) -> dict:
-    chunk = int(args.chunk_ms * RATE / 1000)
-    stats = [ClientStats() for _ in range(args.streams)]
+# -- one run -----------------------------------------------------------------------------------
+def latency_ms(values: list[float]) -> dict:
+    if not values:
+        return {"results": 0}
+    return {k: round(v, 1) if isinstance(v, float) else v
+            for k, v in percentiles(values).items()}
+
+
+async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
+    """``streams`` clients against ``server``, bounded by ``--seconds`` + ``--grace``."""
+    chunk = pacing.piece
+    stats = [ClientStats() for _ in range(streams)]
     t0 = time.monotonic() + 1.0
     tasks = []
     for n, s in enumerate(stats):
-        audio, spans = build_program(utts, args.gap, n, args.seconds)
+        program = build_program(utts, args.gap, n, args.seconds)
         start = t0 + (n % 20) * args.chunk_ms / 1000 / 20  # spread the clients' send times
-        tasks.append(asyncio.ensure_future(run_client(url, audio, spans, chunk, start, s)))
+        tasks.append(asyncio.ensure_future(run_client(server.url, program, chunk, pacing,
+                                                      start, s)))
     samples = []  # (t, cpu, rss) each second
+
     async def sampler():
         while True:
-            cpu, rss = proc_sample(pid)
+            cpu, rss = server.sample()
             samples.append((time.monotonic() - t0, cpu, rss))
             await asyncio.sleep(1.0)
+
     sampling = asyncio.ensure_future(sampler())
+    client_cpu0 = proc_sample(os.getpid())[0]
+    _, pending = await asyncio.wait(tasks, timeout=1.0 + args.seconds + args.grace)
+    client_cpu = 100 * (proc_sample(os.getpid())[0] - client_cpu0) / (time.monotonic() - t0
+                                                                        + 1.0)
+    for task in pending:
+        task.cancel()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     sampling.cancel()
     for s, r in zip(stats, results):
-        if isinstance(r, BaseException):
+        if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
             s.error = repr(r)
-    lat = np.array([x for s in stats for x in s.token_latency]) if stats else np.zeros(0)
-    warm = args.warmup
-    steady = [x for x in samples if warm <= x[0] <= args.seconds]
+    steady = [x for x in samples if args.warmup <= x[0] <= args.seconds]
     cpu_pct = (100 * (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0])
                if len(steady) > 1 else None)
     rss_steady = [x[2] for x in steady]
+    mb = lambda b: round(b / 2**20, 2)  # noqa: E731
     report = {
-        "streams": args.streams,
-        "token_latency": {f"p{q}": round(float(np.percentile(lat, q)), 4) for q in (50, 95, 99)}
-        if len(lat) else {},
-        "tokens": int(len(lat)),
+        "chunk_latency_ms": latency_ms([x for s in stats for x in s.chunk_latency]),
+        "token_latency_ms": latency_ms([x for s in stats for x in s.token_latency]),
+        "unmatched_tokens": sum(s.unmatched for s in stats),
         "finals": {"utterances": sum(s.utterances for s in stats),
-                   "received": sum(s.finals for s in stats),
-                   "lost": sum(max(0, s.utterances - s.finals) for s in stats),
-                   "late": sum(s.late for s in stats)},
+                   "received": sum(len(s.final_utterances) for s in stats),
+                   "lost": sum(s.lost for s in stats),
+                   "late": sum(s.late for s in stats),
+                   "split": sum(s.split for s in stats)},
+        "unfinished": sum(not s.finished for s in stats),
         "max_send_lag_s": round(max((s.max_send_lag for s in stats), default=0.0), 3),
         "client_errors": [s.error for s in stats if s.error][:5],
-        "server_cpu_percent_of_one_core": round(cpu_pct, 1) if cpu_pct is not None else None,
-        "server_rss_mb": {"start": round(samples[0][2] / 2**20, 2) if samples else None,
-                          "after_warmup": round(rss_steady[0] / 2**20, 2) if rss_steady else None,
-                          "end": round(rss_steady[-1] / 2**20, 2) if rss_steady else None,
-                          "max": round(max(rss_steady) / 2**20, 2) if rss_steady else None,
+        "server_cpu_percent": round(cpu_pct, 1) if cpu_pct is not None else None,
+        "client_cpu_percent": round(client_cpu, 1),
+        "server_rss_mb": {"start": mb(samples[0][2]) if samples else None,
+                          "after_warmup": mb(rss_steady[0]) if rss_steady else None,
+                          "end": mb(rss_steady[-1]) if rss_steady else None,
+                          "max": mb(max(rss_steady)) if rss_steady else None,
                           "growth_after_warmup_percent":
                               round(100 * (rss_steady[-1] - rss_steady[0]) / rss_steady[0], 2)
                               if rss_steady else None},
         "rss_timeline_mb": [(round(t), round(r / 2**20, 1)) for t, _, r in samples[::10]],
     }
     f = report["finals"]
-    report["sustained"] = (not report["client_errors"] and f["lost"] == 0 and f["late"] == 0
+    report["sustained"] = (not report["client_errors"] and report["unfinished"] == 0
+                           and f["lost"] == 0 and f["late"] == 0
                            and report["max_send_lag_s"] <= 1.0)
     return report
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="JSON report")
-    p.add_argument("--streams", type=int, default=10)
-    p.add_argument("--seconds", type=float, default=60.0, help="audio per client")
-    p.add_argument("--search", default="greedy", help="search of the streamdec server started")
-    p.add_argument("--server-arg", action="append", default=[],
+def measure_load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
+    """One run of the load against one server."""
+    run = {"load_average_before": load_average()}
+    time.sleep(1.0)
+    run["server_rss_idle_mb"] = round(server.sample()[1] / 2**20, 2)
+    before = scrape(server.metrics_url)
+    run.update(asyncio.run(load(args, streams, server, utts, pacing)))
+    after = scrape(server.metrics_url)
+    for key, name in (("server_latency", "streamdec_result_latency_seconds"),
+                      ("server_batch_size", "streamdec_decode_batch_size")):
+        if after:
+            run[key] = histogram_percentiles(histogram_buckets(after, name),
+                                             histogram_buckets(before, name))
+    run["load_average_after"] = load_average()
+    return run
+
+
+# -- the comparison ------------------------------------------------------------------------------
+def summarise(runs: list[dict]) -> dict:
+    """One peer's runs of one configuration: numbers as median/min/max over the runs, flags
+    true when true in every run, anything else (lists, text) run by run."""
+    out: dict = {}
+    for key, first in runs[0].items():
+        values = [r.get(key) for r in runs]
+        if isinstance(first, bool):
+            out[key] = all(values)
+        elif isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+            out[key] = summarise(values)
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = spread(values, 3)
+        else:
+            out[key] = values
+    return out
+
+
+def median(summary: dict, *path: str) -> float | None:
+    for key in path:
+        summary = summary.get(key) if isinstance(summary, dict) else None
+    return summary.get("median") if isinstance(summary, dict) else None
+
+
+def lower_is_better(ours, theirs) -> float | None:
+    return None if ours is None or theirs is None else ratio(ours, theirs, False)
+
+
+def compare(conf: dict) -> None:
+    """``ratio`` and ``ratios`` of a configuration that holds both peers (> 1: streamdec is
+    better)."""
+    if "streamdec" not in conf or "sherpa_onnx" not in conf:
+        return
+    ours, theirs = conf["streamdec"], conf["sherpa_onnx"]
+    figures = {"chunk_latency_p95": ("chunk_latency_ms", "p95"),
+               "token_latency_p95": ("token_latency_ms", "p95"),
+               "server_cpu": ("server_cpu_percent",),
+               "server_rss_max": ("server_rss_mb", "max")}
+    conf["ratios"] = {name: lower_is_better(median(ours, *path), median(theirs, *path))
+                      for name, path in figures.items()}
+    conf["ratio"] = conf["ratios"]["chunk_latency_p95"]
+
+
+def with_server(start: Callable[[], Target], measure: Callable[[Target], dict]) -> dict:
+    """Start a server, measure it, stop it."""
+    server = start()
+    try:
+        out = measure(server)
+    finally:
+        status = server.stop()
+    if status is not None:
+        out["server_exit"] = status
+    return out
+
+
+def peer_runs(args, starts: dict[str, Callable[[], Target]],
+              measure: Callable[[Target], dict]) -> dict:
+    """``measure`` on every peer, ``--runs`` times each, alternated; the summaries by peer."""
+    names = list(starts)
+    runs = alternate(args.runs, *[lambda n=n: with_server(starts[n], measure) for n in names])
+    return {name: summarise(r) for name, r in zip(names, runs)}
+
+
+def row(search: str, streams: int, peer: str, s: dict) -> list:
+    f = s["finals"]
+    return [search, streams, peer, *(median(s, "chunk_latency_ms", p) for p in ("p50", "p95",
+                                                                                 "p99")),
+            median(s, "token_latency_ms", "p95"),
+            f"{median(f, 'lost')}/{median(f, 'late')}/{median(f, 'utterances')}",
+            median(s, "server_cpu_percent"), median(s, "server_rss_mb", "max"),
+            s["sustained"]]
+
+
+# -- the servers to measure ------------------------------------------------------------------
+def add_peer_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the servers this script starts and compares."""
+    g = p.add_argument_group("servers started and compared (unless --url)")
+    g.add_argument("--peer", type=peer_list, default=list(PEERS),
+                   help=f"servers to start, comma-separated: {', '.join(PEERS)} "
+                        "(default both, A/B alternated)")
+    g.add_argument("--runs", type=int, default=1,
+                   help="runs of each server per configuration, alternated (default 1)")
+    g.add_argument("--search", type=search_list, default=["greedy"],
+                   help="searches, comma-separated: greedy, modified_beam (default greedy)")
+    g.add_argument("--beam", type=int, default=4, help="modified_beam: max active paths")
+    g.add_argument("--threads", type=int, default=1,
+                   help="ONNX Runtime threads per session, both servers (default 1)")
+    g.add_argument("--max-batch", type=int, default=32,
+                   help="streams decoded in one batch, both servers (default 32)")
+    g.add_argument("--model-dir", help="model folder (default: the built-in model)")
+    g.add_argument("--server-arg", action="append", default=[],
                    help="extra argument for streamdec serve (repeat)")
+    g.add_argument("--sherpa-arg", action="append", default=[],
+                   help="extra argument for sherpa-onnx-online-websocket-server, as "
+                        "--name=value (repeat)")
+
+
+def peer_list(text: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    for n in names:
+        if n not in PEERS:
+            raise argparse.ArgumentTypeError(f"{n!r}: the servers are {', '.join(PEERS)}")
+    if not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected distinct servers, got {text!r}")
+    return names
+
+
+def peer_starts(args, rec, search: str) -> dict[str, Callable[[], Target]]:
+    """Report key -> how to start that server with ``search``."""
+    settings = Settings(model_dir=rec.config.model.path, model_type=rec.meta.model_type,
+                        search=search, beam=args.beam, threads=args.threads,
+                        max_batch=args.max_batch, streamdec_args=tuple(args.server_arg),
+                        sherpa_args=tuple(args.sherpa_arg))
+    return {REPORT_KEYS[n]: (lambda n=n: PEERS[n](settings)) for n in args.peer}
+
+
+def chunk_pacing(args, rec, server_name: str) -> Pacing:
+    """Which message completes each model chunk, for a server: sherpa-onnx waits for
+    feature frames beyond the chunk's before it decodes it."""
+    extra = 0
+    if server_name == REPORT_KEYS["sherpa-onnx"]:
+        from peer import sherpa_recognizer
+
+        srec = sherpa_recognizer(rec.config.model.path, rec.meta.model_type, "greedy_search",
+                                 args.beam, endpoint=True)
+        extra = sherpa_extra_frames(srec, rec.meta, rec.config.features)
+    return Pacing(0.0, int(args.chunk_ms * RATE / 1000), rec.meta, rec.config.features, extra)
+
+
+# -- the report --------------------------------------------------------------------------------
+def measure(args) -> dict:
+    from devset import dev_set
+    from streamdec import ModelConfig, Recognizer, RecognizerConfig
+
+    utts = [u.samples.astype(np.float32) for u in dev_set("espeak", args.utterances)]
+    rec = Recognizer(RecognizerConfig(model=ModelConfig(model_dir=args.model_dir)))
+    load_before = load_average()
+    report: dict = {"setup": {
+        "benchmark": "load", "command": " ".join(sys.argv), "streams": args.streams,
+        "seconds": args.seconds, "grace": args.grace, "warmup": args.warmup,
+        "chunk_ms": args.chunk_ms, "gap": args.gap, "utterances": args.utterances,
+        "runs": args.runs, "model_dir": str(rec.config.model.path), "search": args.search,
+        "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
+        "commands": {}}, "configurations": []}
+    commands = report["setup"]["commands"]
+    pacings: dict[str, Pacing] = {}
+
+    def starts_for(search: str) -> dict[str, Callable[[], Target]]:
+        if args.url:
+            return {"server": lambda: Target("server", args.url, args.pid)}
+        return peer_starts(args, rec, search)
+
+    def recorded(measure_one: Callable[[Target], dict]) -> Callable[[Target], dict]:
+        def run(server: Target) -> dict:
+            commands[server.name] = " ".join(server.command) or server.url
+            return measure_one(server)
+        return run
+
+    def probe(server: Target) -> dict:
+        time.sleep(1.0)
+        return asyncio.run(memory_probe(server.url, server, args.memory_probe, utts[0]))
+
+    if args.memory_probe:
+        report["memory"] = peer_runs(args, starts_for(args.search[0]), recorded(probe))
+        if {"streamdec", "sherpa_onnx"} <= set(report["memory"]):
+            report["memory"]["ratio"] = lower_is_better(
+                *(median(report["memory"][k], "rss_per_active_stream_kb")
+                  for k in ("streamdec", "sherpa_onnx")))
+    if args.message_cost:
+        report["message_cost"] = peer_runs(args, starts_for(args.search[0]), recorded(
+            lambda s: asyncio.run(message_cost(s.url, s, args.message_cost))))
+    rows = []
+    for search in args.search:
+        starts = starts_for(search)
+        for name in starts:
+            if name not in pacings:
+                pacings[name] = chunk_pacing(args, rec, name)
+        for streams in args.streams:
+            conf = {"search": search, "streams": streams, **peer_runs(
+                args, starts, recorded(lambda s, k=streams: measure_load(
+                    args, k, s, utts, pacings[s.name])))}
+            compare(conf)
+            report["configurations"].append(conf)
+            for name in starts:
+                rows.append(row(search, streams, name, conf[name]))
+                print(" ".join(map(str, rows[-1])), file=sys.stderr)
+            if "ratio" in conf:
+                print(f"ratio {conf['ratio']} {conf['ratios']}", file=sys.stderr)
+    report["machine"] = machine(load_before)
+    print_table(["search", "N", "server", "chunk p50", "p95", "p99", "token p95",
+                 "lost/late/finals", "CPU %", "RSS MB", "sustained"], rows)
+    for conf in report["configurations"]:
+        if "ratio" in conf:
+            print(f"{conf['search']} N={conf['streams']}: ratios (> 1: streamdec better) "
+                  f"{conf['ratios']}")
+    return report
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--out", type=Path, required=True, help="JSON report")
+    p.add_argument("--streams", type=int_list, default=[10],
+                   help="clients at once, comma-separated: one configuration each")
+    p.add_argument("--seconds", type=float, default=60.0, help="audio per client")
     p.add_argument("--url", help="a running server (sherpa-onnx protocol); needs --pid")
     p.add_argument("--pid", type=int, help="process id of that server (CPU, RSS)")
     p.add_argument("--chunk-ms", type=float, default=100.0, help="audio per message")
     p.add_argument("--gap", type=float, default=2.5, help="silence after each utterance (s)")
     p.add_argument("--warmup", type=float, default=20.0,
                    help="seconds before CPU/RSS count as steady")
+    p.add_argument("--grace", type=float, default=60.0,
+                   help="seconds after the audio's end before unfinished clients are stopped")
     p.add_argument("--memory-probe", type=int, default=0, metavar="K",
                    help="first measure RSS per idle connection / active stream with K")
     p.add_argument("--utterances", type=int, default=20, help="dev-set utterances to use")
     p.add_argument("--message-cost", type=int, default=0, metavar="M",
                    help="first measure server CPU per message with M messages")
+    add_peer_arguments(p)
     args = p.parse_args()
-
-    from devset import dev_set
-
-    utts = [u.samples.astype(np.float32) for u in dev_set("espeak", args.utterances)]
-    proc = None
-    if args.url:
-        if args.pid is None:
-            p.error("--url needs --pid")
-        url, pid, metrics_url = args.url, args.pid, None
-    else:
-        port = free_port()
-        proc = start_streamdec(args.search, port, args.server_arg)
-        url, pid = f"ws://127.0.0.1:{port}/", proc.pid
-        metrics_url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        report = {"command": " ".join(sys.argv), "cpus": os.cpu_count(),
-                  "server": "streamdec serve" if proc else url, "search": args.search,
-                  "seconds": args.seconds, "chunk_ms": args.chunk_ms,
-                  "loadavg_before": os.getloadavg()}
-        time.sleep(1.0)
-        report["server_rss_idle_mb"] = round(proc_sample(pid)[1] / 2**20, 2)
-        if args.memory_probe:
-            report["memory_probe"] = asyncio.run(memory_probe(url, pid, args.memory_probe,
-                                                              utts[0]))
-        if args.message_cost:
-            report["message_cost"] = asyncio.run(message_cost(url, pid, args.message_cost))
-        before = scrape(metrics_url)
-        report.update(asyncio.run(load(args, url, pid, utts)))
-        after = scrape(metrics_url)
-        for key, name in (("server_latency", "streamdec_result_latency_seconds"),
-                          ("server_batch_size", "streamdec_decode_batch_size")):
-            if after:
-                report[key] = histogram_percentiles(histogram_buckets(after, name),
-                                                    histogram_buckets(before, name))
-    finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                report["server_exit"] = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                report["server_exit"] = "killed"
-    report["loadavg_after"] = os.getloadavg()  # other work on the machine, if any
-    Path(args.out).write_text(json.dumps(report, indent=1))
-    summary = {k: report.get(k) for k in ("streams", "token_latency", "finals", "max_send_lag_s",
-                                          "server_cpu_percent_of_one_core", "server_latency",
-                                          "sustained")}
-    print(json.dumps(summary))
+    if args.url and args.pid is None:
+        p.error("--url needs --pid")
+    write_report(args.out, measure(args))
     return 0
 
 

@@ -77,3 +77,36 @@ def test_latency_smoke(tmp_path):
         for peer in ("streamdec", "sherpa_onnx"):
             assert {"p50", "p95", "p99", "max", "results"} <= set(c[peer])
             assert c[peer]["results"]["median"] >= 1
+
+
+@pytest.mark.slow
+def test_load_smoke_both_servers(tmp_path):
+    """Two real-time clients against streamdec serve and sherpa-onnx's C++ server, each
+    started by the script on the built-in model; memory probe and message cost too."""
+    report = run_bench("load.py", tmp_path / "load.json", "--streams", "2", "--seconds", "3",
+                       "--warmup", "0", "--memory-probe", "2", "--message-cost", "20")
+    assert set(report["setup"]["commands"]) == {"streamdec", "sherpa_onnx"}
+    assert "sherpa-onnx-online-websocket-server" in report["setup"]["commands"]["sherpa_onnx"]
+    assert {"cpu", "cores", "sherpa_onnx", "load_average_before"} <= set(report["machine"])
+    (conf,) = report["configurations"]
+    assert (conf["search"], conf["streams"]) == ("greedy", 2)
+    assert set(conf["ratios"]) == {"chunk_latency_p95", "token_latency_p95", "server_cpu",
+                                   "server_rss_max"}
+    assert conf["ratio"] == conf["ratios"]["chunk_latency_p95"]
+    for peer in ("streamdec", "sherpa_onnx"):
+        figures = conf[peer]
+        assert figures["unfinished"]["median"] == 0 and figures["client_errors"] == [[]]
+        finals = figures["finals"]
+        # every client sent at least its first utterance and got its final
+        assert finals["utterances"]["median"] >= 2 and finals["received"]["median"] >= 2
+        # no token came back before the message that completed its model chunk was sent
+        assert figures["unmatched_tokens"]["median"] == 0
+        assert figures["chunk_latency_ms"]["results"]["median"] >= 1
+        assert {"p50", "p95", "p99"} <= set(figures["chunk_latency_ms"])
+        assert set(figures["server_rss_mb"]) >= {"max", "growth_after_warmup_percent"}
+        memory = report["memory"][peer]
+        assert memory["connections"]["median"] == 2
+        assert memory["rss_idle_mb"]["median"] > 0
+        assert set(report["message_cost"][peer]) >= {"empty", "audio_10ms"}
+    assert "ratio" in report["memory"]
+    assert "server_latency" in conf["streamdec"]  # from its /metrics

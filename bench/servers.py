@@ -1,0 +1,186 @@
+"""The servers ``bench/load.py`` puts under load, started on the same model files with the
+same search and ONNX Runtime thread count, each as its own process on a free loopback port:
+
+- ``streamdec``: ``streamdec serve`` (this package, run by the same Python);
+- ``sherpa-onnx``: ``sherpa-onnx-online-websocket-server``, the C++ server of the
+  ``sherpa-onnx-bin`` package (the same sherpa-onnx release as the ``sherpa-onnx`` package).
+
+Both speak the sherpa-onnx protocol at ``/``. ``Settings`` holds what the two share; each
+start function turns it into its server's command line.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from peer import SHERPA_METHODS
+
+__all__ = ["Settings", "Target", "PEERS", "REPORT_KEYS", "free_port", "proc_sample",
+           "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 120.0  # seconds for a server to load its model and listen
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What both servers are given alike."""
+    model_dir: Path
+    model_type: str  # the encoder's model_type metadata (sherpa-onnx needs it named)
+    search: str = "greedy"  # greedy or modified_beam
+    beam: int = 4  # modified_beam: max active paths
+    threads: int = 1  # ONNX Runtime intra-op threads per session
+    max_batch: int = 32  # streams decoded in one batch
+    streamdec_args: tuple[str, ...] = ()  # more arguments for streamdec serve
+    sherpa_args: tuple[str, ...] = ()  # more arguments for the sherpa-onnx server
+
+
+def proc_sample(pid: int) -> tuple[float, int]:
+    """(CPU seconds used so far, RSS bytes) of a process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    return cpu, rss
+
+
+@dataclass
+class Target:
+    """A server under measurement: where it listens, its process, how to stop it. ``proc``
+    is None for a server this script did not start (it is left running)."""
+    name: str
+    url: str
+    pid: int
+    command: list[str] = field(default_factory=list)
+    metrics_url: str | None = None  # Prometheus metrics, where the server has them
+    proc: subprocess.Popen | None = None
+    cleanup: Callable[[], None] | None = None
+
+    def sample(self) -> tuple[float, int]:
+        """(CPU seconds used so far, RSS bytes) of the server's process."""
+        return proc_sample(self.pid)
+
+    def stop(self) -> int | str | None:
+        """SIGTERM, then its exit status (``"killed"`` if it took over a minute)."""
+        if self.proc is None:
+            return None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            status: int | str = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            status = "killed"
+        if self.cleanup is not None:
+            self.cleanup()
+        return status
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(cmd: list[str], ready: str, env: dict | None = None) -> subprocess.Popen:
+    """Start ``cmd`` and wait until a line of its stderr holds ``ready``; its log is then
+    drained in the background so it never blocks on a full pipe."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO, env=env)
+    lines: queue.Queue = queue.Queue()
+
+    def drain() -> None:
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=drain, daemon=True).start()
+    seen: list[str] = []
+    while True:
+        try:
+            line = lines.get(timeout=START_TIMEOUT)
+        except queue.Empty:
+            line = None
+        if line is None:
+            proc.kill()
+            proc.wait()
+            raise SystemExit(f"server did not start: {' '.join(cmd)}\n{''.join(seen[-20:])}")
+        seen.append(line)
+        if ready in line:
+            # stop keeping its lines; the thread goes on reading them
+            threading.Thread(target=lambda: [None for _ in iter(lines.get, None)],
+                             daemon=True).start()
+            return proc
+
+
+def start_streamdec(settings: Settings) -> Target:
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamdec", "serve", "--port", str(port),
+           "--model", str(settings.model_dir), "--search", settings.search,
+           "--beam", str(settings.beam), "--num-threads", str(settings.threads),
+           "--max-batch", str(settings.max_batch), "--max-connections", "2000",
+           *settings.streamdec_args]
+    proc = _start(cmd, '"event": "listening"')
+    return Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
+                  f"http://127.0.0.1:{port}/metrics", proc)
+
+
+def sherpa_server_binary() -> Path:
+    """The C++ server installed by the ``sherpa-onnx-bin`` package (the file itself, not a
+    wrapper, so that its process is the one measured)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("sherpa-onnx-bin")
+    except PackageNotFoundError:
+        raise SystemExit("sherpa-onnx-bin is not installed (pip install -e '.[test]')")
+    for f in dist.files or []:
+        if Path(str(f)).name == "sherpa-onnx-online-websocket-server":
+            return Path(dist.locate_file(f)).resolve()
+    raise SystemExit("sherpa-onnx-bin has no sherpa-onnx-online-websocket-server")
+
+
+def start_sherpa_onnx(settings: Settings) -> Target:
+    import sherpa_onnx
+
+    port = free_port()
+    logs = tempfile.TemporaryDirectory(prefix="sherpa-server-")
+    m = settings.model_dir
+    cmd = [str(sherpa_server_binary()), f"--port={port}", f"--tokens={m / 'tokens.txt'}",
+           f"--encoder={m / 'encoder.onnx'}", f"--decoder={m / 'decoder.onnx'}",
+           f"--joiner={m / 'joiner.onnx'}", f"--model-type={settings.model_type}",
+           f"--decoding-method={SHERPA_METHODS[settings.search]}",
+           f"--max-active-paths={settings.beam}", f"--num-threads={settings.threads}",
+           f"--max-batch-size={settings.max_batch}",
+           f"--log-file={Path(logs.name) / 'log.txt'}", *settings.sherpa_args]
+    # its ONNX Runtime library lies in the sherpa_onnx package, found through an RPATH
+    # relative to its install prefix, which a virtual environment moves
+    env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(
+        filter(None, [str(Path(sherpa_onnx.__file__).parent / "lib"),
+                      os.environ.get("LD_LIBRARY_PATH")]))}
+    try:
+        proc = _start(cmd, "Listening on:", env)
+    except BaseException:
+        logs.cleanup()
+        raise
+    return Target("sherpa_onnx", f"ws://127.0.0.1:{port}/", proc.pid, cmd, None, proc,
+                  logs.cleanup)
+
+
+#: command-line name -> start function
+PEERS: dict[str, Callable[[Settings], Target]] = {"streamdec": start_streamdec,
+                                                  "sherpa-onnx": start_sherpa_onnx}
+#: command-line name -> key of its figures in a report
+REPORT_KEYS = {"streamdec": "streamdec", "sherpa-onnx": "sherpa_onnx"}
