@@ -7,6 +7,8 @@ against sherpa-onnx's C++ server on the same model files, A/B alternated.
     python bench/load.py --streams 10 --memory-probe 50 --message-cost 2000 --out mem.json
     python bench/load.py --peer streamdec --streams 40 --out one.json    # one server
     python bench/load.py --url ws://127.0.0.1:6006/ --pid 1234 ...       # a server already up
+    python bench/load.py --peer streamdec --server-arg=--ray --server-arg=--config \
+        --server-arg=bench/ray.toml --streams 40 --out ray.json          # streamdec serve --ray
 
 ``--peer`` (default both, ``streamdec,sherpa-onnx``) names the servers to start
 (``bench/servers.py``): ``streamdec serve`` and ``sherpa-onnx-online-websocket-server``
@@ -41,12 +43,13 @@ starting at a different utterance, in ``--chunk-ms`` messages paced at real time
 - ``max_send_lag_s``: how far the client's sending fell behind real time (back-pressure:
   the server reading slower than real time);
 
-and from the server process (``/proc``): CPU (% of one core, over the steady part after
+and from the server's processes (``/proc``: the process started or given by ``--pid`` and
+every process below it, summed; under ``--ray`` its Ray instance and replicas): CPU (% of one core, over the steady part after
 ``--warmup``), RSS (idle with the model, per second under load, growth after warm-up); the
 load generator's own CPU (``client_cpu_percent``); the load average before and after each
 run. For streamdec the server's own chunk-to-result histogram
-(``streamdec_result_latency_seconds`` from ``/metrics``: a model chunk's last sample
-accepted -> its results) is reported as ``server_latency`` (percentiles interpolated within
+(``streamdec_result_latency_seconds`` from ``/metrics``, summed over the replicas' labels
+under Ray: a model chunk's last sample accepted -> its results) is reported as ``server_latency`` (percentiles interpolated within
 its buckets).
 
 ``--message-cost M`` measures, on a fresh server of each peer, the server's CPU per
@@ -70,6 +73,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,9 +95,14 @@ RATE = 16000
 
 # -- the server process ---------------------------------------------------------------------
 def histogram_buckets(text: str, name: str) -> dict[float, float]:
-    """A Prometheus histogram's cumulative bucket counts, by upper bound."""
-    return {float("inf") if le == "+Inf" else float(le): float(v) for le, v in
-            re.findall(rf'^{name}_bucket{{le="([^"]+)"}} (\S+)$', text, re.M)}
+    """A Prometheus histogram's cumulative bucket counts, by upper bound, summed over its
+    other labels (the replicas of ``streamdec serve --ray``)."""
+    out: dict[float, float] = {}
+    for labels, value in re.findall(rf"^{name}_bucket{{([^}}]*)}} (\S+)$", text, re.M):
+        le = re.search(r'le="([^"]+)"', labels).group(1)
+        bound = float("inf") if le == "+Inf" else float(le)
+        out[bound] = out.get(bound, 0.0) + float(value)
+    return out
 
 
 def histogram_percentiles(after: dict, before: dict, qs=(0.5, 0.95, 0.99)) -> dict:
@@ -116,7 +125,14 @@ def histogram_percentiles(after: dict, before: dict, qs=(0.5, 0.95, 0.99)) -> di
 
 
 def scrape(url: str | None) -> str:
-    return urllib.request.urlopen(url, timeout=10).read().decode() if url else ""
+    """The server's Prometheus metrics ("" when it has none: sherpa-onnx's server)."""
+    if not url:
+        return ""
+    try:
+        return urllib.request.urlopen(url, timeout=10).read().decode()
+    except OSError as e:  # a server given by --url without /metrics
+        print(f"no metrics from {url}: {e}", file=sys.stderr)
+        return ""
 
 
 # -- one client ----------------------------------------------------------------------------------
@@ -529,7 +545,10 @@ def measure(args) -> dict:
 
     def starts_for(search: str) -> dict[str, Callable[[], Target]]:
         if args.url:
-            return {"server": lambda: Target("server", args.url, args.pid)}
+            http = urllib.parse.urlsplit(args.url)._replace(path="/metrics", query="")
+            metrics = args.metrics_url or urllib.parse.urlunsplit(
+                http._replace(scheme="https" if http.scheme == "wss" else "http"))
+            return {"server": lambda: Target("server", args.url, args.pid, [], metrics)}
         return peer_starts(args, rec, search)
 
     def recorded(measure_one: Callable[[Target], dict]) -> Callable[[Target], dict]:
@@ -587,7 +606,10 @@ def main() -> int:
                    help="clients at once, comma-separated: one configuration each")
     p.add_argument("--seconds", type=float, default=60.0, help="audio per client")
     p.add_argument("--url", help="a running server (sherpa-onnx protocol); needs --pid")
-    p.add_argument("--pid", type=int, help="process id of that server (CPU, RSS)")
+    p.add_argument("--pid", type=int,
+                   help="process id of that server (CPU and RSS: it and all below it)")
+    p.add_argument("--metrics-url", help="its Prometheus /metrics, if any (default: /metrics "
+                                         "on the host and port of --url)")
     p.add_argument("--chunk-ms", type=float, default=100.0, help="audio per message")
     p.add_argument("--gap", type=float, default=2.5, help="silence after each utterance (s)")
     p.add_argument("--warmup", type=float, default=20.0,

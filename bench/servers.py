@@ -25,7 +25,7 @@ from typing import Callable
 
 from peer import SHERPA_METHODS
 
-__all__ = ["Settings", "Target", "PEERS", "REPORT_KEYS", "free_port", "proc_sample",
+__all__ = ["Settings", "Target", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
            "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +43,26 @@ class Settings:
     max_batch: int = 32  # streams decoded in one batch
     streamdec_args: tuple[str, ...] = ()  # more arguments for streamdec serve
     sherpa_args: tuple[str, ...] = ()  # more arguments for the sherpa-onnx server
+
+
+def process_tree(root: int) -> set[int]:
+    """A process and every process below it, as of now (``streamdec serve --ray``: its Ray
+    instance, proxy and replicas, which Ray starts and restarts)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+            children.setdefault(parent, []).append(int(name))
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += children.get(pid, [])
+    return found
 
 
 def proc_sample(pid: int) -> tuple[float, int]:
@@ -68,9 +88,21 @@ class Target:
     proc: subprocess.Popen | None = None
     cleanup: Callable[[], None] | None = None
 
+    def processes(self) -> set[int]:
+        """The server's process and the processes it started."""
+        return process_tree(self.pid)
+
     def sample(self) -> tuple[float, int]:
-        """(CPU seconds used so far, RSS bytes) of the server's process."""
-        return proc_sample(self.pid)
+        """(CPU seconds used so far, RSS bytes), summed over the server's processes (CPU
+        of processes that ended meanwhile is not counted)."""
+        cpu = rss = 0
+        for pid in self.processes():
+            try:
+                c, r = proc_sample(pid)
+            except (OSError, StopIteration, ValueError):  # gone, or a zombie
+                continue
+            cpu, rss = cpu + c, rss + r
+        return cpu, rss
 
     def stop(self) -> int | str | None:
         """SIGTERM, then its exit status (``"killed"`` if it took over a minute)."""
