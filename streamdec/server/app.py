@@ -51,6 +51,9 @@ def _web_dir():
 
 def _websocket_route(context: ServerContext, protocol: str, session: Session,
                      default_rate: Callable[[], int], encoding: str):
+    accept_headers = ([(b"x-streamdec-replica", context.replica.encode())]
+                      if context.replica else None)
+
     async def endpoint(websocket: WebSocket) -> None:
         refusal = context.refusal(websocket.headers, websocket.query_params)
         if refusal is not None:
@@ -69,7 +72,7 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             return
         context.admit(protocol, connection)
         try:
-            await websocket.accept()
+            await websocket.accept(headers=accept_headers)
             connection.start()
             await session(connection)
         except Disconnected:
