@@ -194,13 +194,15 @@ def serve_guarded(app, client):
     return asyncio.run(main())
 
 
-def test_a_refusal_of_serve_reaches_a_websocket_client_as_503_with_its_reason():
-    async def client(host):
-        with pytest.raises(websockets.InvalidStatus) as e:
-            await websockets.connect(f"ws://{host}/")
-        return e.value.response
+async def refused(host):
+    """The HTTP response that refused a WebSocket handshake."""
+    with pytest.raises(websockets.InvalidStatus) as e:
+        await websockets.connect(f"ws://{host}/")
+    return e.value.response
 
-    response = serve_guarded(refusing, client)
+
+def test_a_refusal_of_serve_reaches_a_websocket_client_as_503_with_its_reason():
+    response = serve_guarded(refusing, refused)
     reason = ("Request dropped due to backpressure (num_queued_requests=1, "
               "max_queued_requests=1).")
     assert response.status_code == 503
@@ -228,12 +230,7 @@ def test_a_lost_replica_closes_its_client_with_1012_and_a_reason():
 
 
 def test_a_replica_lost_before_the_handshake_is_answered_gives_503():
-    async def client(host):
-        with pytest.raises(websockets.InvalidStatus) as e:
-            await websockets.connect(f"ws://{host}/")
-        return e.value.response
-
-    response = serve_guarded(lost_before_answering, client)
+    response = serve_guarded(lost_before_answering, refused)
     assert response.status_code == 503
     assert response.headers["Hint"] == UNANSWERED
 

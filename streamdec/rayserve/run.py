@@ -16,7 +16,9 @@ application                 route prefix    what
 then log ``{"event": "listening", ...}`` and serve until SIGTERM or SIGINT. Then: every
 replica drains (each stream gets its last results and its connection closes, at most
 ``drain_timeout_seconds``), the applications are deleted, and a Ray instance started here
-is stopped (only its own processes). A second signal exits at once.
+is stopped (only its own processes). A second signal exits at once. With a Ray instance of
+this machine, the model is loaded once first, so that a model that cannot load is an
+error before Ray starts.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import time
 
 from ..config import AppConfig
 from ..errors import ConfigError
+from ..recognizer import Recognizer
 from .collector import REPORT_SECONDS
 from .config import RayConfig
 from .proxy import CALLBACK, CALLBACK_ENV
@@ -100,8 +103,12 @@ def _start_ray(ray_config: RayConfig) -> str | None:
         return None
     # short: Ray puts Unix sockets in it (at most 107 bytes a path)
     temp = tempfile.mkdtemp(prefix="streamdec-ray-", dir="/tmp" if os.name == "posix" else None)
-    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=temp,
-             namespace=NAMESPACE, logging_level=logging.WARNING)
+    try:
+        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, _temp_dir=temp,
+                 namespace=NAMESPACE, logging_level=logging.WARNING)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
     return temp
 
 
@@ -164,6 +171,9 @@ def serve_on_ray(app: AppConfig) -> int:
     if server.vosk_port is not None:
         raise ConfigError("server.vosk_port: --ray serves one port (Vosk clients use /vosk)")
     if app.ray.address is None:
+        # the replicas will load these files on this machine: a model that cannot load
+        # fails here, as with the single-process server, before Ray starts
+        Recognizer(app.recognizer)
         os.environ[LOCAL_ONLY_ENV] = "0"  # read when Ray is imported
     # every replica's connection log lines, even alike ones (Ray folds repeated lines)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -217,11 +227,6 @@ def serve_on_ray(app: AppConfig) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        if temp is not None:  # the Ray instance started here: stop it, only it
-            try:
-                serve.shutdown()
-            finally:
-                ray.shutdown()
-                shutil.rmtree(temp, ignore_errors=True)
-        else:
-            ray.shutdown()  # leaves the cluster (and Serve on it) running
+        ray.shutdown()  # a Ray instance started here stops with it (only its processes);
+        if temp is not None:  # a cluster joined goes on (and Serve on it)
+            shutil.rmtree(temp, ignore_errors=True)
