@@ -1,8 +1,9 @@
 """Config files (TOML) -> frozen config dataclasses, validated once.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
-(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[audio]`` and ``[server]`` (the
-daemon, ``streamdec.server.config``); any key it leaves
+(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[audio]``, ``[server]`` (the
+daemon, ``streamdec.server.config``) and ``[ray]`` (the daemon on Ray Serve,
+``streamdec.rayserve.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
 Relative paths in a file (``model.model_dir``, ``search.hotwords_file``, the server's
 ``token_file``, ``tls_cert``, ``tls_key``) are relative to the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
@@ -23,6 +24,7 @@ from .endpoint import EndpointConfig, EndpointRule
 from .errors import ConfigError
 from .features import FeatureConfig
 from .models.config import ModelConfig
+from .rayserve.config import RayConfig
 from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
 from .server.config import ServerConfig
@@ -62,6 +64,7 @@ class AppConfig:
     recognizer: RecognizerConfig = field(default_factory=RecognizerConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 def _build(cls, table: Any, where: str):
@@ -82,7 +85,7 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
     """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
     ``base_dir`` (the config file's folder) when given."""
     unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
-                                "server"})
+                                "server", "ray"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     if base_dir is not None:
@@ -98,7 +101,8 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
         endpoint=_build(EndpointConfig, endpoint, f"{where} [endpoint]"))
     return AppConfig(recognizer=rec, audio=_build(AudioConfig, data.get("audio", {}),
                                                   f"{where} [audio]"),
-                     server=_build(ServerConfig, data.get("server", {}), f"{where} [server]"))
+                     server=_build(ServerConfig, data.get("server", {}), f"{where} [server]"),
+                     ray=_build(RayConfig, data.get("ray", {}), f"{where} [ray]"))
 
 
 def _resolve_paths(data: dict, base_dir: Path) -> dict:

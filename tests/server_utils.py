@@ -26,7 +26,7 @@ UNIT = float(os.environ.get("STREAMDEC_TEST_TIMEOUT_UNIT", "1.0"))
 class ServerProcess:
     """``python -m streamdec serve ARGS --port 0``; the ports come from its log."""
 
-    def __init__(self, *args: str, env: dict | None = None) -> None:
+    def __init__(self, *args: str, env: dict | None = None, start_timeout: float = 60) -> None:
         cmd = [sys.executable, "-m", "streamdec", "serve", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
@@ -34,7 +34,7 @@ class ServerProcess:
         self.ports: list[int] = []
         self.scheme = "http"
         expected = 2 if "--vosk-port" in args else 1
-        deadline = time.monotonic() + 60 * UNIT
+        deadline = time.monotonic() + start_timeout * UNIT
         for line in self.proc.stderr:
             self.log.append(line)
             if '"event": "listening"' in line:
@@ -123,10 +123,12 @@ def pieces(data: bytes, size: int):
 
 async def sherpa_client(url: str, audio: np.ndarray, piece: int, **connect) -> dict:
     """Stream float32 ``audio`` in pieces of ``piece`` samples, then ``Done``; returns
-    {"results": [...], "done": bool, "close": code, "error": message or None}."""
+    {"results": [...], "done": bool, "close": code, "error": message or None, "replica":
+    the X-Streamdec-Replica header (Ray Serve) or None}."""
     data = audio.astype("<f4").tobytes()
     out = {"results": [], "done": False, "close": None, "error": None}
     async with websockets.connect(url, max_size=None, **connect) as ws:
+        out["replica"] = ws.response.headers.get("x-streamdec-replica")
         async def read():
             async for message in ws:
                 if message == "Done!":
@@ -150,7 +152,8 @@ async def vosk_client(url: str, pcm16: np.ndarray, piece: int, config: dict | No
     Lockstep (each reply awaited before the next message, as Vosk's clients do) or
     ``pipelined`` (all sent, the replies read meanwhile). ``commands``: text messages sent
     before piece n (each gets a reply too). Returns {"replies": [...], "messages": count
-    of messages that need a reply, "close": code}."""
+    of messages that need a reply, "close": code, "replica": the X-Streamdec-Replica
+    header}."""
     replies: list[dict] = []
     messages = []
     for n, part in enumerate(pieces(pcm16.astype("<i2").tobytes(), piece * 2)):
@@ -159,6 +162,7 @@ async def vosk_client(url: str, pcm16: np.ndarray, piece: int, config: dict | No
         messages.append(part)
     messages.append('{"eof" : 1}')
     async with websockets.connect(url, max_size=None, **connect) as ws:
+        replica = ws.response.headers.get("x-streamdec-replica")
         if config is not None:
             await ws.send(json.dumps({"config": config}))
 
@@ -176,7 +180,8 @@ async def vosk_client(url: str, pcm16: np.ndarray, piece: int, config: dict | No
                 await ws.send(m)
                 replies.append(json.loads(await asyncio.wait_for(ws.recv(), 30 * UNIT)))
             await asyncio.wait_for(read_all(), 10 * UNIT)  # nothing more, then the close
-    return {"replies": replies, "messages": len(messages), "close": ws.close_code}
+    return {"replies": replies, "messages": len(messages), "close": ws.close_code,
+            "replica": replica}
 
 
 def sherpa_text(results: list[dict]) -> str:

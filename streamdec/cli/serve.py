@@ -1,8 +1,10 @@
 """``streamdec serve``: the daemon (sherpa-onnx and Vosk WebSocket protocols, HTTP
-transcription, health and metrics) over the engine.
+transcription, health and metrics) over the engine; with ``--ray``, the same daemon as a
+Ray Serve application of several replicas (``streamdec.rayserve``).
 
 Settings come from the config file's ``[server]`` table, then ``STREAMDEC_*`` environment
-variables, then these flags (see ``streamdec.server.config``).
+variables, then these flags (see ``streamdec.server.config``); ``--ray``'s from the
+``[ray]`` table, then ``--replicas`` and ``--ray-address``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ def add_parser(sub) -> None:
     for flag, field, kind, text in _FLAGS:
         g.add_argument(flag, dest=f"server_{field}", type=kind, help=text,
                        metavar={int: "N", float: "X", str: "VALUE"}[kind])
+    r = p.add_argument_group("ray", "Serve on Ray: the same ports, paths and options; "
+                             "replicas and autoscaling from the config's [ray] table")
+    r.add_argument("--ray", action="store_true",
+                   help="serve as a Ray Serve application (needs the ray extra)")
+    r.add_argument("--replicas", type=int, metavar="N",
+                   help="a fixed number of replicas (default: [ray] min/max_replicas)")
+    r.add_argument("--ray-address", metavar="ADDRESS",
+                   help="join this Ray cluster (\"auto\" or HOST:PORT) instead of starting "
+                        "a Ray instance of this machine")
     add_recognizer_options(p)
     p.set_defaults(run=run)
 
@@ -67,7 +78,21 @@ def server_config(args: argparse.Namespace, file_config, environ) -> object:
         raise ConfigError(f"server: {e}") from None
 
 
+def ray_config(args: argparse.Namespace, file_config) -> object:
+    """The [ray] table, then --replicas and --ray-address."""
+    config = file_config
+    if args.replicas is not None:
+        if args.replicas < 1:
+            raise ConfigError(f"--replicas must be >= 1, got {args.replicas}")
+        config = config.with_replicas(args.replicas)
+    if args.ray_address is not None:
+        config = dataclasses.replace(config, address=args.ray_address)
+    return config
+
+
 def run(args: argparse.Namespace) -> int:
+    if not args.ray and (args.replicas is not None or args.ray_address is not None):
+        raise ConfigError("--replicas and --ray-address go with --ray")
     try:
         from ..server.context import ServerContext
         from ..server.run import serve
@@ -83,5 +108,10 @@ def run(args: argparse.Namespace) -> int:
     config = server_config(args, app.server, os.environ)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         stream=sys.stderr)
+    if args.ray:
+        from ..rayserve.run import serve_on_ray
+
+        return serve_on_ray(dataclasses.replace(app, server=config,
+                                                ray=ray_config(args, app.ray)))
     context = ServerContext.create(Recognizer(app.recognizer), config, app.audio)
     return asyncio.run(serve(context))

@@ -25,6 +25,7 @@ kind               close code  when
 ``too_long``       1008        audio past ``max_stream_seconds`` (after the results so far)
 ``idle_timeout``   1008        no message for ``idle_timeout_seconds`` (after the results)
 ``decode_failed``  1011        decoding this client's stream failed
+``replica_lost``   1012        (Ray Serve) the replica serving the stream stopped: reconnect
 =================  ==========  ===============================================================
 """
 
@@ -54,7 +55,7 @@ log = logging.getLogger("streamdec.server")
 CLOSE_CODES = {
     "bad_audio": 1007, "bad_json": 1007, "bad_message": 1003, "bad_config": 1008,
     "unsupported": 1003, "too_big": 1009, "too_long": 1008, "idle_timeout": 1008,
-    "decode_failed": 1011,
+    "decode_failed": 1011, "replica_lost": 1012,
 }
 # kinds whose client first gets the results of the audio it sent
 _AFTER_RESULTS = ("too_long", "idle_timeout")

@@ -7,7 +7,9 @@
 
 It holds the engine (with the metrics as its observer), admission (tokens, the connection
 cap), the protocols' default audio format and the open WebSocket connections, so that a
-drain reaches them all. No model is loaded here: the recognizer comes built.
+drain reaches them all. No model is loaded here: the recognizer comes built. ``replica``
+names this server among several (Ray Serve's replica id): every accepted WebSocket then
+carries it in an ``X-Streamdec-Replica`` header.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ log = logging.getLogger("streamdec.server")
 
 class ServerContext:
     def __init__(self, engine: Engine, config: ServerConfig, audio: AudioConfig,
-                 metrics: Metrics, access: Access) -> None:
+                 metrics: Metrics, access: Access, replica: str | None = None) -> None:
         self.engine = engine
+        self.replica = replica
         self.config = config
         self.audio = audio
         self.metrics = metrics
@@ -43,7 +46,7 @@ class ServerContext:
 
     @classmethod
     def create(cls, recognizer: Recognizer, config: ServerConfig | None = None,
-               audio: AudioConfig | None = None) -> "ServerContext":
+               audio: AudioConfig | None = None, replica: str | None = None) -> "ServerContext":
         """A context over a built recognizer: the engine, metrics and admission made from
         ``config`` (the token file is read here: ConfigError when unusable)."""
         config = config or ServerConfig()
@@ -54,7 +57,7 @@ class ServerContext:
         engine = Engine(recognizer, config.engine_config(), metrics)
         tokens = read_tokens(config.token_file) if config.token_file else None
         return cls(engine, config, audio or AudioConfig(), metrics,
-                   Access(tokens, config.max_connections))
+                   Access(tokens, config.max_connections), replica)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
