@@ -330,8 +330,10 @@ def test_autoscaling_follows_active_streams_and_drains_a_replica_on_scale_down(
             for n in range(5):  # a ramp of five streams, target two a replica
                 tasks.append(start(n))
                 await asyncio.sleep(0.5)
-            await asyncio.to_thread(server.wait_health, lambda h: h["replicas"] == 2, 90,
-                                    "a second replica")
+            await asyncio.to_thread(
+                server.wait_health, lambda h: h["replicas"] == 2
+                and h["serve_replicas"].get("RUNNING") == 2, 90, "a second replica")
+            await asyncio.sleep(1.0)  # Serve tells its proxy of a running replica by long poll
             tasks.append(start(5))  # the new stream goes to the least loaded replica
             while "replica" not in outs[5] and not tasks[5].done():
                 await asyncio.sleep(0.05)

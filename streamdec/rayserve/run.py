@@ -50,6 +50,7 @@ APPS = {"streamdec": "/", "streamdec-metrics": "/metrics", "streamdec-health": "
 # Ray decides which address its servers listen on from this switch: "0" keeps a Ray
 # instance to one machine (its node address is 127.0.0.1; its servers listen on loopback)
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+QUEUE_CACHE_ENV = "RAY_SERVE_QUEUE_LENGTH_CACHE_TIMEOUT_S"
 
 
 def deployment_options(ray_config: RayConfig) -> dict:
@@ -97,6 +98,10 @@ def _start_ray(ray_config: RayConfig) -> str | None:
     import ray
 
     os.environ.setdefault(CALLBACK_ENV, CALLBACK)  # Serve's proxies install proxy.py
+    # a stream is routed once for its whole life: ask both candidate replicas for their
+    # open streams each time rather than trust the router's cached counts, which lag behind
+    # a replica just started (and would send it nothing until they expire, 10 s)
+    os.environ.setdefault(QUEUE_CACHE_ENV, "0")
     if ray_config.address is not None:
         ray.init(address=ray_config.address, namespace=NAMESPACE,
                  logging_level=logging.WARNING)
