@@ -26,7 +26,7 @@ from typing import Callable
 from peer import SHERPA_METHODS
 
 __all__ = ["Settings", "Target", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
-           "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
+           "serve_streamdec", "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 120.0  # seconds for a server to load its model and listen
@@ -157,14 +157,19 @@ def _start(cmd: list[str], ready: str, env: dict | None = None) -> subprocess.Po
             return proc
 
 
+def serve_streamdec(port: int, args: list[str]) -> subprocess.Popen:
+    """``streamdec serve --port PORT ARGS...`` (this package, this Python), listening."""
+    return _start([sys.executable, "-m", "streamdec", "serve", "--port", str(port),
+                   "--max-connections", "2000", *args], '"event": "listening"')
+
+
 def start_streamdec(settings: Settings) -> Target:
     port = free_port()
-    cmd = [sys.executable, "-m", "streamdec", "serve", "--port", str(port),
-           "--model", str(settings.model_dir), "--search", settings.search,
-           "--beam", str(settings.beam), "--num-threads", str(settings.threads),
-           "--max-batch", str(settings.max_batch), "--max-connections", "2000",
-           *settings.streamdec_args]
-    proc = _start(cmd, '"event": "listening"')
+    proc = serve_streamdec(port, [
+        "--model", str(settings.model_dir), "--search", settings.search,
+        "--beam", str(settings.beam), "--num-threads", str(settings.threads),
+        "--max-batch", str(settings.max_batch), *settings.streamdec_args])
+    cmd = proc.args
     return Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
                   f"http://127.0.0.1:{port}/metrics", proc)
 

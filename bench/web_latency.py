@@ -51,7 +51,7 @@ sys.path.insert(0, str(HERE))
 
 from caption_page import (CAPTURE_RATE, CHROMIUM, caption_events, launch, open_page,  # noqa: E402
                           send_times, sent_audio, to_int16, wait_until_sent)
-from load import free_port, start_streamdec  # noqa: E402
+from servers import free_port, serve_streamdec  # noqa: E402
 from caption_delay import (machine, shown_times, summary, utterance_delay,  # noqa: E402
                            word_delays, write_report)
 from mic_latency import LOUD, utterances  # noqa: E402
@@ -96,7 +96,7 @@ def main() -> None:
     file_audio, _ = sf.read(str(played), dtype="int16")
 
     port = free_port()
-    server = start_streamdec("greedy", port, args.serve_options)
+    server = serve_streamdec(port, ["--search", "greedy", *args.serve_options])
     try:
         with sync_playwright() as p:
             browser = launch(p, str(played))

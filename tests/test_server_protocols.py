@@ -150,7 +150,8 @@ def test_vosk_config(config, want):
 def test_client_errors_have_their_close_codes():
     assert CLOSE_CODES == {"bad_audio": 1007, "bad_json": 1007, "bad_message": 1003,
                            "bad_config": 1008, "unsupported": 1003, "too_big": 1009,
-                           "too_long": 1008, "idle_timeout": 1008, "decode_failed": 1011}
+                           "too_long": 1008, "idle_timeout": 1008, "decode_failed": 1011,
+                           "replica_lost": 1012}
     e = ClientError("too_big", "message of 9 bytes")
     assert e.code == 1009 and not e.after_results
     assert ClientError("too_long", "x").after_results
