@@ -68,3 +68,60 @@ def test_edge_frames_equal_kaldi_native_fbank(samples):
     their_ready, theirs = knf_frames(config, audio, 97)
     assert ready == their_ready
     assert_same_features(ours, theirs)
+
+
+
+def test_frames_computed_together_equal_each_stream_alone():
+    """Fbank.log_mel_many (a decode's worker: every stream's new frames in blocks of
+    BLOCK_FRAMES, a stream's frames split across blocks) gives each stream exactly the
+    frames it computes alone: fresh streams (reflected start), streams mid-way, finished
+    ones (reflected end), more frames than two blocks."""
+    from streamdec.fbank import BLOCK_FRAMES, OnlineFbank, fbank_for
+
+    fb = fbank_for(FeatureConfig())
+    audio = [test_audio(s, seed=30 + i) for i, s in enumerate((3.0, 11.0, 0.02, 7.3))]
+    together, alone = [OnlineFbank(fb) for _ in audio], [OnlineFbank(fb) for _ in audio]
+    for x, t, a in zip(audio, together, alone):
+        t.accept_waveform(x[:1601])
+        a.accept_waveform(x[:1601])
+    first = fb.log_mel_many([t.take_windows() for t in together])
+    for t, a in zip(first, alone):
+        np.testing.assert_array_equal(t, fb.log_mel(a.take_windows()))
+    for x, t, a in zip(audio, together, alone):
+        t.accept_waveform(x[1601:])
+        a.accept_waveform(x[1601:])
+    rest = fb.log_mel_many([t.take_windows() for t in together])
+    assert sum(len(f) for f in rest) > 2 * BLOCK_FRAMES
+    for t, a in zip(rest, alone):
+        np.testing.assert_array_equal(t, fb.log_mel(a.take_windows()))
+    for f in together + alone:
+        f.input_finished()
+    tails = fb.log_mel_many([t.take_windows() for t in together])
+    for t, a in zip(tails, alone):
+        assert len(t) >= 1
+        np.testing.assert_array_equal(t, fb.log_mel(a.take_windows()))
+
+
+def test_frames_taken_for_a_worker_come_back_in_order():
+    """While a decode computes a stream's taken frames elsewhere, audio still arrives and
+    nothing else computes frames there (they would land out of order); the frames handed
+    back are checked and the stream carries on exactly as if it had computed them."""
+    from streamdec.errors import StreamStateError
+
+    config = FeatureConfig()
+    audio = test_audio(6.0, seed=40)
+    alone, worked = StreamingFeatures(config), StreamingFeatures(config)
+    for f in (alone, worked):
+        f.accept_waveform(16000, audio[:16000])
+    computed, windows = worked.chunk_input(0, 45)
+    assert len(computed) == 0 and len(windows) == worked.num_frames_ready == 99
+    worked.accept_waveform(16000, audio[16000:])  # 5 s more: past the eager limit, still
+    with pytest.raises(StreamStateError):         # nothing is computed while frames are out
+        worked.compute()
+    with pytest.raises(StreamStateError):
+        worked.add_frames(np.zeros((98, config.num_bins), np.float32))
+    worked.add_frames(worked._fbank.fbank.log_mel(windows))
+    alone.accept_waveform(16000, audio[16000:])
+    n = alone.num_frames_ready
+    assert worked.num_frames_ready == n
+    np.testing.assert_array_equal(worked.frames(0, n), alone.frames(0, n))
