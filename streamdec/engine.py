@@ -327,7 +327,7 @@ class Engine:
         self._slots.release()
         if future.cancelled() or future.exception() is not None:  # compute itself broke
             error = DecodeError(f"decoding failed: {future.exception()!r}")
-            updates = [StreamUpdate(None, [], error=error) for _ in batch.streams]
+            updates = [StreamUpdate(None, [], error) for _ in batch.streams]
         else:
             updates = future.result()
         if self.observer:

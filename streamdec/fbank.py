@@ -18,10 +18,8 @@ computed together. About 5x faster than kaldi-native-fbank on this machine.
 
     fbank = Fbank(FeatureConfig())       # shared by every stream of one config
     online = OnlineFbank(fbank)          # one per stream
-    online.accept_waveform(samples)      # frames become available
-    online.input_finished()              # the last ones too
-    frames = fbank.log_mel(online.take_windows())                  # (n, num_bins) float32
-    a, b = fbank.log_mel_many([s.take_windows() for s in (s1, s2)])  # several streams at once
+    new_frames = online.accept_waveform(samples)   # (n, num_bins) float32
+    last_frames = online.input_finished()
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for"]
 
 #: frames computed per numpy call (bounds the temporary arrays)
-BLOCK_FRAMES = 512
+BLOCK_FRAMES = 64
 
 
 def fbank_options(config: "FeatureConfig") -> knf.FbankOptions:
@@ -121,23 +119,6 @@ class Fbank:
         energy = np.add.reduce(terms, axis=0)  # summed over k in order, for each element
         return np.log(np.maximum(energy, self._floor)).T.copy()
 
-    def log_mel_many(self, windows: "list[np.ndarray]") -> list[np.ndarray]:
-        """``log_mel`` of several arrays of raw frames (several streams' new frames), in
-        blocks of up to ``BLOCK_FRAMES`` rows of all of them: the per-call cost is paid
-        once a block, not once an array. Each row's values are those ``log_mel`` gives it
-        alone."""
-        total = sum(len(w) for w in windows)
-        if total == 0:
-            return [np.zeros((0, self.num_bins), np.float32) for _ in windows]
-        stacked = windows[0] if len(windows) == 1 else np.concatenate(windows)
-        mel = np.concatenate([self.log_mel(stacked[a:a + BLOCK_FRAMES])
-                              for a in range(0, total, BLOCK_FRAMES)])
-        out, at = [], 0
-        for w in windows:
-            out.append(mel[at:at + len(w)])
-            at += len(w)
-        return out
-
 
 @functools.lru_cache(maxsize=16)
 def fbank_for(config: "FeatureConfig") -> Fbank:
@@ -146,50 +127,41 @@ def fbank_for(config: "FeatureConfig") -> Fbank:
 
 
 class OnlineFbank:
-    """One stream's framing state. Samples are kept until the frames that need them are
-    taken (``take_windows``: their raw samples, for ``log_mel``, which may run later, in
-    another thread, together with other streams' frames). Which frames exist follows kaldi-native-fbank's
-    online rules: a frame is available when its last sample has arrived, the rest at the
-    end of the input, reflected at the edges of the signal. When a frame is taken never
-    changes its values: reflection only happens at the signal's start (kept until the
-    first frames are taken) and at its end (after ``input_finished``)."""
+    """One stream's framing state: samples not yet needed by a computed frame are kept;
+    each call returns the frames that became ready (kaldi-native-fbank's online rules:
+    a frame is ready when its last sample has arrived, the rest at the end of the input,
+    reflected at the edges of what is kept)."""
 
     def __init__(self, fbank: Fbank) -> None:
         self.fbank = fbank
         self._wave = np.zeros(0, np.float32)  # samples from absolute index _offset on
         self._offset = 0
-        self.num_frames_taken = 0
-        self.num_frames_available = 0
+        self.num_frames_ready = 0
         self.finished = False
 
-    def accept_waveform(self, samples: np.ndarray) -> None:
-        """Add float32 samples (no frame is computed yet)."""
+    def accept_waveform(self, samples: np.ndarray) -> np.ndarray:
+        """Add float32 samples; returns the frames now ready, (n, num_bins)."""
         self._wave = np.concatenate([self._wave, samples.astype(np.float32, copy=False)])
-        self.num_frames_available = self.fbank.num_frames(self._offset + len(self._wave),
-                                                          False)
+        return self._compute(flush=False)
 
-    def input_finished(self) -> None:
-        """End of input: the last frames become available."""
+    def input_finished(self) -> np.ndarray:
+        """End of input: returns the remaining frames."""
         self.finished = True
-        self.num_frames_available = self.fbank.num_frames(self._offset + len(self._wave),
-                                                          True)
+        return self._compute(flush=True)
 
-    def take_windows(self, limit: int | None = None) -> np.ndarray:
-        """The raw samples of the next available frames not taken yet (at most ``limit``),
-        (n, frame_length) float32, for ``Fbank.log_mel``; they count as taken from now
-        on, and the samples no later frame needs are freed."""
-        a = self.num_frames_taken
-        b = self.num_frames_available if limit is None else min(self.num_frames_available,
-                                                                 a + limit)
-        if b <= a:
-            return np.zeros((0, self.fbank.frame_length), np.float32)
-        windows = self._windows(a, b)
-        self.num_frames_taken = b
-        drop = self.fbank.first_sample(b) - self._offset
+    def _compute(self, flush: bool) -> np.ndarray:
+        fb, old = self.fbank, self.num_frames_ready
+        new = fb.num_frames(self._offset + len(self._wave), flush)
+        if new <= old:
+            return np.zeros((0, fb.num_bins), np.float32)
+        blocks = [fb.log_mel(self._windows(a, min(a + BLOCK_FRAMES, new)))
+                  for a in range(old, new, BLOCK_FRAMES)]
+        self.num_frames_ready = new
+        drop = fb.first_sample(new) - self._offset  # samples no later frame needs
         if drop > 0:
             self._wave = self._wave[drop:]
             self._offset += drop
-        return windows
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
 
     def _windows(self, a: int, b: int) -> np.ndarray:
         """Raw samples of frames [a, b): (b - a, frame_length) float32."""

@@ -22,11 +22,10 @@ import numpy as np
 import soxr
 
 from .errors import AudioInputError, ConfigError, StreamStateError
-from .fbank import BLOCK_FRAMES, OnlineFbank, fbank_for, fbank_options
+from .fbank import OnlineFbank, fbank_for, fbank_options
 from .validation import require_finite
 
-__all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank",
-           "as_float_samples",
+__all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples",
            "MAX_FLOAT_PEAK"]
 
 
@@ -61,10 +60,6 @@ class FeatureConfig:
 
 #: Float samples beyond [-1, 1] up to this magnitude are clipped; beyond it, rejected.
 MAX_FLOAT_PEAK = 2.0
-
-#: frames left uncomputed at most: beyond, they are computed as audio arrives (a stream fed
-#: without anyone asking for its frames keeps at most this much audio unprocessed)
-EAGER_FRAMES = 256
 
 
 def as_float_samples(samples: np.ndarray) -> np.ndarray:
@@ -115,7 +110,6 @@ class StreamingFeatures:
         self._lo = self._hi = 0
         self._first_frame = 0
         self._finished = False
-        self._taken = 0  # frames whose samples take_pending handed out, not added back yet
         self.num_samples_accepted = 0  # at the input rate
 
     @property
@@ -124,11 +118,6 @@ class StreamingFeatures:
 
     @property
     def num_frames_ready(self) -> int:
-        """Frames whose samples have all arrived (computed when first asked for)."""
-        return self._fbank.num_frames_available
-
-    @property
-    def _num_frames_computed(self) -> int:
         return self._first_frame + self._hi - self._lo
 
     @property
@@ -165,14 +154,12 @@ class StreamingFeatures:
             self._feed(self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
         if tail_padding_frames > 0:
             self._feed(np.zeros(tail_padding_frames * self.config.frame_shift_samples, np.float32))
-        self._fbank.input_finished()
+        self._append(self._fbank.input_finished())
         self._finished = True
 
     def frames(self, start: int, count: int) -> np.ndarray:
         """Frames [start, start + count) as a (count, num_bins) float32 array: a view
         that frames accepted later never change."""
-        if start + count > self._num_frames_computed and not self._taken:
-            self.compute()
         lo = start - self._first_frame
         if lo < 0 or start + count > self.num_frames_ready:
             raise IndexError(f"frames [{start}, {start + count}) not available "
@@ -182,52 +169,14 @@ class StreamingFeatures:
     def drop_before(self, index: int) -> None:
         """Free frames before absolute index ``index`` (their rows are reused when the
         buffer is next replaced)."""
-        n = min(index, self._num_frames_computed) - self._first_frame
+        n = min(index, self.num_frames_ready) - self._first_frame
         if n > 0:
             self._lo += n
             self._first_frame += n
 
-    def compute(self) -> None:
-        """Compute the ready frames not computed yet, here and now."""
-        if self._taken:
-            raise StreamStateError("frames are being computed elsewhere (take_pending)")
-        fb = self._fbank
-        while fb.num_frames_available > fb.num_frames_taken:
-            self._append(fb.fbank.log_mel(fb.take_windows(BLOCK_FRAMES)))
-
-    def chunk_input(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """What a decode of frames [start, start + count) reads, for computing the frames
-        elsewhere (``Recognizer.gather``: the log-mel of every stream of a batch then runs
-        in the worker thread, in one go): the computed frames of that range (a view, as
-        ``frames`` gives) and the raw samples of every ready frame not computed yet
-        (``take_pending``). The frames computed from them are handed back with
-        ``add_frames`` before anything else computes frames here."""
-        have = min(start + count, self._num_frames_computed) - start
-        computed = self.frames(start, have) if have > 0 else self._buf[:0]
-        return computed, self.take_pending()
-
-    def take_pending(self) -> np.ndarray:
-        """The raw samples (n, frame_length) of the ready frames not computed yet; their
-        log-mel values are due back through ``add_frames``."""
-        if self._taken:
-            raise StreamStateError("frames already taken and not handed back")
-        windows = self._fbank.take_windows()
-        self._taken = len(windows)
-        return windows
-
-    def add_frames(self, frames: np.ndarray) -> None:
-        """The log-mel values of the frames ``take_pending`` took."""
-        if len(frames) != self._taken:
-            raise StreamStateError(f"expected {self._taken} frames back, got {len(frames)}")
-        self._taken = 0
-        self._append(frames)
-
     def _feed(self, x: np.ndarray) -> None:
         if len(x):
-            self._fbank.accept_waveform(x)
-            f = self._fbank
-            if not self._taken and f.num_frames_available - f.num_frames_taken >= EAGER_FRAMES:
-                self.compute()  # nobody asked for frames for a while: bound kept samples
+            self._append(self._fbank.accept_waveform(x))
 
     def _append(self, new: np.ndarray) -> None:
         live, n = self._hi - self._lo, len(new)

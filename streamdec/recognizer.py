@@ -34,7 +34,6 @@ import numpy as np
 from .endpoint import EndpointConfig
 from .errors import DecodeError, ModelLoadError
 from .features import FeatureConfig
-from .fbank import fbank_for
 from .models import ModelConfig, TransducerModel, load_model
 from .models.base import complete_meta
 from .results import Result
@@ -213,8 +212,7 @@ class Recognizer:
             start = s.state.processed_frames
             # no more audio can come, and after this chunk no whole chunk is left
             is_last = s.input_done and s.features.num_frames_ready < start + T + n
-            computed, windows = s.features.chunk_input(start, n)
-            items.append(_Item(computed, windows, s.search, s.state, is_last))
+            items.append(_Item(s.features.frames(start, n), s.search, s.state, is_last))
             s.in_flight = True
         return DecodeBatch(tuple(ready), tuple(items))
 
@@ -241,25 +239,19 @@ class Recognizer:
             if update.error is not None:
                 stream.fail(update.error)
             else:
-                stream.commit(update.state, update.events, update.frames)
+                stream.commit(update.state, update.events)
 
     def _failed(self, item: "_Item") -> StreamUpdate:
         import traceback
 
         exc = sys.exc_info()[1]
         log.error("decoding a stream failed:\n%s", traceback.format_exc())
-        return StreamUpdate(None, [], error=DecodeError(f"decoding failed: {type(exc).__name__}: "
+        return StreamUpdate(None, [], DecodeError(f"decoding failed: {type(exc).__name__}: "
                                                   f"{exc}"))
 
     def _compute(self, items: Sequence["_Item"]) -> list[StreamUpdate]:
         meta, layout = self.meta, self.model.state_layout
-        # the new feature frames of every stream, in one go (numpy releases the GIL here)
-        new_frames = fbank_for(self.config.features).log_mel_many(
-            [it.windows for it in items])
-        x = np.stack([it.computed[:meta.chunk_frames] if len(it.computed) >= meta.chunk_frames
-                      else np.concatenate([it.computed, new[:meta.chunk_frames
-                                                            - len(it.computed)]])
-                      for it, new in zip(items, new_frames)])
+        x = np.stack([it.features for it in items])
         encoder_out, states = self.model.encode(
             x, layout.stack([it.state.encoder_states for it in items]))
         search_states: list[SearchState | None] = [None] * len(items)
@@ -272,23 +264,20 @@ class Recognizer:
             for i, st in zip(idx, new):
                 search_states[i] = st
         updates = []
-        for it, enc_states, st, new in zip(items, layout.unstack(states, len(items)),
-                                           search_states, new_frames):
+        for it, enc_states, st in zip(items, layout.unstack(states, len(items)), search_states):
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
                                                          it.is_last)
             state = DecodeState(tuple(enc_states), st, segment,
                                 it.state.processed_frames + meta.chunk_shift)
-            updates.append(StreamUpdate(state, events, new))
+            updates.append(StreamUpdate(state, events))
         return updates
 
 
 @dataclass(frozen=True)
 class _Item:
-    """One stream's part of a batch: its chunk's feature frames (those computed, and the
-    raw samples of the stream's frames not computed yet) and its decoding state."""
+    """One stream's part of a batch: its chunk of feature frames and its decoding state."""
 
-    computed: np.ndarray  # (c, F): the chunk's first c frames, computed (c <= chunk_frames)
-    windows: np.ndarray  # (w, frame_length): every ready frame after them, to compute
+    features: np.ndarray  # (chunk_frames, F)
     search: Search
     state: DecodeState
     is_last: bool
@@ -311,5 +300,4 @@ class StreamUpdate:
 
     state: DecodeState | None
     events: list[Result]
-    frames: np.ndarray | None = None  # the stream's new feature frames (from its windows)
     error: DecodeError | None = None

@@ -86,11 +86,9 @@ class Stream:
         """The end-of-stream final has been made (or decoding failed): nothing more follows."""
         return self.state.segment.done or self.error is not None
 
-    def commit(self, state: DecodeState, events: list[Result], frames: np.ndarray) -> None:
-        """Take a decode's result (``Recognizer.commit`` calls this): the feature frames it
-        computed, the new state, its events queued, feature frames the encoder no longer
-        needs freed."""
-        self.features.add_frames(frames)
+    def commit(self, state: DecodeState, events: list[Result]) -> None:
+        """Take a decode's result (``Recognizer.commit`` calls this): the new state, its
+        events queued, feature frames the encoder no longer needs freed."""
         self.state = state
         self._events.extend(events)
         self.features.drop_before(state.processed_frames)
