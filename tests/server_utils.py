@@ -121,6 +121,19 @@ def pieces(data: bytes, size: int):
         yield data[i:i + size]
 
 
+def read_sherpa_results(ws, out: dict) -> asyncio.Future:
+    """A task that reads a sherpa-protocol connection to its end: each JSON result into
+    ``out["results"]``, ``out["done"]`` set by ``Done!``."""
+    async def read():
+        async for message in ws:
+            if message == "Done!":
+                out["done"] = True
+            else:
+                out["results"].append(json.loads(message))
+
+    return asyncio.ensure_future(read())
+
+
 async def sherpa_client(url: str, audio: np.ndarray, piece: int, **connect) -> dict:
     """Stream float32 ``audio`` in pieces of ``piece`` samples, then ``Done``; returns
     {"results": [...], "done": bool, "close": code, "error": message or None, "replica":
@@ -129,14 +142,7 @@ async def sherpa_client(url: str, audio: np.ndarray, piece: int, **connect) -> d
     out = {"results": [], "done": False, "close": None, "error": None}
     async with websockets.connect(url, max_size=None, **connect) as ws:
         out["replica"] = ws.response.headers.get("x-streamdec-replica")
-        async def read():
-            async for message in ws:
-                if message == "Done!":
-                    out["done"] = True
-                else:
-                    out["results"].append(json.loads(message))
-
-        reader = asyncio.ensure_future(read())
+        reader = read_sherpa_results(ws, out)
         for part in pieces(data, piece * 4):
             await ws.send(part)
         await ws.send("Done")

@@ -21,8 +21,8 @@ import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import (UNIT, ServerProcess, get, run, sherpa_client, sherpa_text,
-                          vosk_client, vosk_text)
+from server_utils import (UNIT, ServerProcess, get, read_sherpa_results, run, sherpa_client,
+                          sherpa_text, vosk_client, vosk_text)
 from streamdec.transcribe import transcribe_files
 from test_server import clips, rec  # noqa: F401  (the same 20 clips, the same recognizer)
 
@@ -284,15 +284,7 @@ async def holding_client(url: str, speech: np.ndarray, stop: asyncio.Event, out:
     out.update(results=[], done=False)
     async with websockets.connect(url, max_size=None) as ws:
         out["replica"] = ws.response.headers["x-streamdec-replica"]
-
-        async def read():
-            async for m in ws:
-                if m == "Done!":
-                    out["done"] = True
-                else:
-                    out["results"].append(json.loads(m))
-
-        reader = asyncio.ensure_future(read())
+        reader = read_sherpa_results(ws, out)
         pieces = [speech[i:i + PIECE] for i in range(0, len(speech), PIECE)]
         silence = np.zeros(PIECE, np.float32)
         start = time.monotonic()
