@@ -8,7 +8,7 @@ import math
 
 from .errors import ConfigError
 
-__all__ = ["require_finite"]
+__all__ = ["require_finite", "require_at_least", "require_positive"]
 
 
 def require_finite(config, where: str) -> None:
@@ -18,3 +18,19 @@ def require_finite(config, where: str) -> None:
         value = getattr(config, f.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{where}.{f.name} must be a finite number, got {value}")
+
+
+def require_at_least(config, where: str, names, bound: int) -> None:
+    """ConfigError unless each named field of ``config`` is >= ``bound``."""
+    for name in names:
+        value = getattr(config, name)
+        if not value >= bound:
+            raise ConfigError(f"{where}.{name} must be >= {bound}, got {value}")
+
+
+def require_positive(config, where: str, names) -> None:
+    """ConfigError unless each named field of ``config`` is > 0."""
+    for name in names:
+        value = getattr(config, name)
+        if not value > 0:
+            raise ConfigError(f"{where}.{name} must be > 0, got {value}")

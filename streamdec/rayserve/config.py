@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
-from ..validation import require_finite
+from ..validation import require_at_least, require_finite, require_positive
 
 __all__ = ["RayConfig"]
 
@@ -50,22 +50,17 @@ class RayConfig:
         if self.address is not None and not self.address.strip():
             raise ConfigError("ray.address must name a cluster (\"auto\" or HOST:PORT); "
                               "leave it out to start a local Ray instance")
-        for name in ("min_replicas", "target_streams", "max_streams", "max_queued"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"ray.{name} must be >= 1, got {getattr(self, name)}")
+        require_at_least(self, "ray", ("min_replicas", "target_streams", "max_streams",
+                                       "max_queued"), 1)
         if self.max_replicas < self.min_replicas:
             raise ConfigError(f"ray.max_replicas ({self.max_replicas}) must be >= "
                               f"ray.min_replicas ({self.min_replicas})")
         if self.max_streams < self.target_streams:
             raise ConfigError(f"ray.max_streams ({self.max_streams}) must be >= "
                               f"ray.target_streams ({self.target_streams})")
-        if not self.look_back_seconds > 0:
-            raise ConfigError(f"ray.look_back_seconds must be > 0, got "
-                              f"{self.look_back_seconds}")
-        for name in ("upscale_delay_seconds", "downscale_delay_seconds",
-                     "scale_down_drain_seconds", "replica_cpus"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"ray.{name} must be >= 0, got {getattr(self, name)}")
+        require_positive(self, "ray", ("look_back_seconds",))
+        require_at_least(self, "ray", ("upscale_delay_seconds", "downscale_delay_seconds",
+                                       "scale_down_drain_seconds", "replica_cpus"), 0)
 
     @property
     def autoscaling(self) -> bool:

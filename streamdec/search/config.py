@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..validation import require_finite
+from ..validation import require_at_least, require_finite, require_positive
 
 __all__ = ["SearchConfig", "SEARCH_METHODS"]
 
@@ -69,17 +69,14 @@ class SearchConfig:
         if self.method not in SEARCH_METHODS:
             raise ConfigError(f"search.method must be one of {', '.join(SEARCH_METHODS)}; "
                               f"got {self.method!r}")
-        for name in ("max_sym_per_frame", "beam", "max_sym_exp", "max_sym_per_frame_alsd",
-                     "max_sym_per_frame_beam", "nstep", "nbest", "decoder_cache_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"search.{name} must be >= 1, got {getattr(self, name)}")
+        require_at_least(self, "search", (
+            "max_sym_per_frame", "beam", "max_sym_exp", "max_sym_per_frame_alsd",
+            "max_sym_per_frame_beam", "nstep", "nbest", "decoder_cache_size"), 1)
         if self.prefix_alpha < 0:
             raise ConfigError("search.prefix_alpha must be >= 0")
         for name in ("hotwords_file", "lang_dir", "lm_file"):
             if getattr(self, name) and self.method == "greedy":
                 raise ConfigError(f"search.{name} needs a beam search method, not greedy")
-        for name in ("word_lm_scale", "unk_penalty", "unk_unit_penalty", "lm_scale"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"search.{name} must be >= 0, got {getattr(self, name)}")
-        if not self.temperature > 0:
-            raise ConfigError(f"search.temperature must be > 0, got {self.temperature}")
+        require_at_least(self, "search", ("word_lm_scale", "unk_penalty", "unk_unit_penalty",
+                                          "lm_scale"), 0)
+        require_positive(self, "search", ("temperature",))

@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..engine import EngineConfig
 from ..errors import ConfigError
-from ..validation import require_finite
+from ..validation import require_at_least, require_finite, require_positive
 
 __all__ = ["ServerConfig", "ENV_PREFIX", "env_overrides"]
 
@@ -56,12 +56,10 @@ class ServerConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 65535:
                 raise ConfigError(f"server.{name} must be in [0, 65535], got {value}")
-        for name in ("max_connections", "max_message_bytes", "max_upload_bytes"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"server.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_stream_seconds", "idle_timeout_seconds", "drain_timeout_seconds"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"server.{name} must be > 0, got {getattr(self, name)}")
+        require_at_least(self, "server", ("max_connections", "max_message_bytes",
+                                          "max_upload_bytes"), 1)
+        require_positive(self, "server", ("max_stream_seconds", "idle_timeout_seconds",
+                                          "drain_timeout_seconds"))
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("server.tls_cert and server.tls_key go together")
         self.engine_config()  # validates the engine settings
