@@ -109,7 +109,11 @@ def _resolve_paths(data: dict, base_dir: Path) -> dict:
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for table, key in PATH_KEYS + MODEL_PATH_KEYS:
         value = data.get(table, {}).get(key) if isinstance(data.get(table), dict) else None
-        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+        if (table, key) == ("model", "model_dir") and isinstance(value, str) and value:
+            from .hub.cache import resolve_model_dir  # a path, or a downloaded model's name
+
+            data[table][key] = resolve_model_dir(value, base_dir)
+        elif isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
             if (table, key) in PATH_KEYS or (base_dir / value).exists():
                 data[table][key] = str(base_dir / value)
     return data

@@ -5,6 +5,7 @@
     StreamdecError
     ├── ConfigError            a config value is invalid (raised once, at validation)
     ├── ModelLoadError         a model directory or file is missing, not ONNX, or lacks metadata
+    ├── ModelDownloadError     ``streamdec models get`` failed: network, size, checksum, archive
     ├── AudioInputError        wrong dtype/shape, NaN/inf or beyond [-1, 1], rate changes mid-stream
     ├── StreamStateError       a call that the stream's state does not allow (audio after end)
     ├── TokenizeError          a phrase cannot be written with the model's units
@@ -24,6 +25,11 @@ class ConfigError(StreamdecError, ValueError):
 
 class ModelLoadError(StreamdecError):
     """A model file is missing, unreadable, not a model, or lacks required metadata."""
+
+
+class ModelDownloadError(StreamdecError):
+    """Fetching or installing a model failed (HTTP error, short transfer, wrong size or
+    checksum, unreadable or unsafe archive, missing files): nothing was installed."""
 
 
 class AudioInputError(StreamdecError, ValueError):

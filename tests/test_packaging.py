@@ -37,6 +37,7 @@ def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
     for page_file in ("index.html", "static/app.js", "static/capture-worklet.js",
                       "static/subtitles.js", "static/style.css"):  # the captioning page
         assert f"streamdec/web/{page_file}" in shipped, page_file
+    assert "streamdec/hub/catalog.toml" in shipped  # streamdec models list / get
     venv = tmp_path / "venv"
     subprocess.run([oldest_python(), "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",

@@ -37,7 +37,8 @@ def _dir_parser() -> argparse.ArgumentParser:
     src.add_argument("--lexicon", type=Path, help="'word unit unit ...' lines")
     src.add_argument("--words", type=Path,
                      help="one word a line (an id may follow), spelled with the model's units")
-    p.add_argument("--model", metavar="DIR", help="model directory (default: the built-in model)")
+    p.add_argument("--model", metavar="DIR|NAME", help="model directory, or a model downloaded "
+                   "by 'streamdec models get' (default: the built-in model)")
     p.add_argument("--sil-unit", help="the model's silence unit, for optional silence")
     p.add_argument("--sil-prob", type=float, default=0.5)
     p.add_argument("--no-fst", action="store_true", help="only the text files")
@@ -69,10 +70,12 @@ def run(args: argparse.Namespace) -> int:
 def run_dir(a: argparse.Namespace) -> int:
     from ..lang.lexicon import read_lexicon, read_words, spell_words
     from ..lang.prepare import write_lang_dir
+    from ..hub.cache import resolve_model_dir
     from ..models.config import ModelConfig
     from ..tokens import SymbolTable
 
-    symbols = SymbolTable.from_file(ModelConfig(model_dir=a.model).path / "tokens.txt")
+    symbols = SymbolTable.from_file(ModelConfig(model_dir=resolve_model_dir(a.model)).path
+                                    / "tokens.txt")
     if a.lexicon:
         entries = read_lexicon(a.lexicon)
         skipped: list[str] = []

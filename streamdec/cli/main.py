@@ -7,7 +7,7 @@ import sys
 
 from .. import __version__
 from ..errors import StreamdecError
-from . import lang, mic, serve, transcribe
+from . import lang, mic, models, serve, transcribe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     mic.add_parser(sub)
     lang.add_parser(sub)
     serve.add_parser(sub)
+    models.add_parser(sub)
     return p
 
 

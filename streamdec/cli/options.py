@@ -7,6 +7,7 @@ import argparse
 from dataclasses import replace
 
 from ..config import AppConfig, load_config
+from ..hub.cache import resolve_model_dir
 from ..models.config import ModelConfig
 from ..search.config import SEARCH_METHODS, SearchConfig
 
@@ -29,7 +30,8 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", help="TOML config file, or a name in configs/ "
                    "(default, telephony, low-latency, accurate) (default: none, the built-in "
                    "settings)")
-    g.add_argument("--model", metavar="DIR", help="model directory (default: the built-in model)")
+    g.add_argument("--model", metavar="DIR|NAME", help="model directory, or the name of a model "
+                   "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
                    help=f"inference backend (default: {ModelConfig.backend})")
     g.add_argument("--int8", action="store_true", default=None, help="use the *.int8.onnx files")
@@ -76,8 +78,8 @@ def app_config_from_args(args: argparse.Namespace) -> AppConfig:
     rec = app.recognizer
     rec = replace(
         rec,
-        model=_override(rec.model, model_dir=args.model, backend=args.backend, int8=args.int8,
-                        num_threads=args.num_threads),
+        model=_override(rec.model, model_dir=resolve_model_dir(args.model), backend=args.backend,
+                        int8=args.int8, num_threads=args.num_threads),
         search=_override(rec.search, method=args.search, beam=args.beam,
                          blank_penalty=args.blank_penalty, hotwords_file=args.hotwords_file,
                          hotwords_score=args.hotwords_score, lang_dir=args.lang,

@@ -1,0 +1,119 @@
+"""``streamdec models list | get NAME | path NAME``: published models, one command away.
+
+Exit status: 0 done; 1 the download or its checks failed (the message says why, and
+whether the bytes received are kept for a resume); 2 a usage error (unknown name, bad
+catalog file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import ModelDownloadError
+from ..hub import find_entry, install, load_catalog, models_dir
+from ..hub.cache import installed_dir
+from ..hub.catalog import CATALOG_ENV
+from .options import HelpFormatter
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("models", help="list and download published models",
+                       description="Published streaming transducer models: list them, "
+                       "download one into the cache, print where it is. --model NAME (in "
+                       "transcribe, mic, serve, config files) then finds it by its name.",
+                       formatter_class=HelpFormatter)
+    p.set_defaults(run=lambda a: (p.print_help(), 2)[1])
+    msub = p.add_subparsers(dest="models_command")
+    catalog = argparse.ArgumentParser(add_help=False)
+    catalog.add_argument("--catalog", metavar="FILE", help="a catalog file of your own (a "
+                         "mirror, in-house models) whose entries add to / replace the "
+                         f"built-in ones (default: ${CATALOG_ENV} when set)")
+
+    ls = msub.add_parser("list", parents=[catalog], formatter_class=HelpFormatter,
+                         help="the models streamdec can download")
+    ls.add_argument("--long", action="store_true", help="every fact of each entry")
+    ls.set_defaults(run=run_list)
+
+    get = msub.add_parser("get", parents=[catalog], formatter_class=HelpFormatter,
+                          help="download a model into the cache (resumes, verifies)")
+    get.add_argument("name", help="a name from 'streamdec models list'")
+    src = get.add_mutually_exclusive_group()
+    src.add_argument("--url", help="download the archive from here instead (a mirror)")
+    src.add_argument("--from", dest="archive", metavar="FILE",
+                     help="install from an archive already on disk (offline)")
+    get.add_argument("--force", action="store_true",
+                     help="download and replace it even when it is there already")
+    get.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    get.set_defaults(run=run_get)
+
+    path = msub.add_parser("path", parents=[catalog], formatter_class=HelpFormatter,
+                           help="print the directory of a downloaded model")
+    path.add_argument("name")
+    path.set_defaults(run=run_path)
+
+
+def _mb(value) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    entries = load_catalog(args.catalog)
+    if args.long:
+        for e in entries.values():
+            where = installed_dir(e.name)
+            check = ", ".join(x for x in (e.size_bytes and f"{e.size_bytes} bytes",
+                                          e.sha256 and f"sha256 {e.sha256}") if x)
+            print(f"{e.name}{'  (recommended)' if e.recommended else ''}\n"
+                  f"  language {e.language or '-'}; {e.family or '-'}; trained on "
+                  f"{e.trained_on or '-'}; chunk {e.chunk or 'not stated'}\n"
+                  f"  encoder {_mb(e.encoder_mb)} MB (int8 {_mb(e.encoder_int8_mb)} MB), "
+                  f"{_mb(e.unpacked_mb)} MB unpacked; CPU cost {e.cpu or '-'}\n"
+                  f"  {e.note}\n  archive {e.url}\n"
+                  f"  checked by {check or 'the announced length and the expected files'}\n"
+                  f"  docs {e.docs or '-'}\n"
+                  f"  {f'downloaded: {where}' if where else 'not downloaded'}")
+        return 0
+    rows = [("", "NAME", "LANG", "FAMILY", "MB", "ENC MB", "CPU", "CHUNK", "")]
+    for e in entries.values():
+        rows.append(("*" if e.recommended else "", e.name, e.language or "-", e.family or "-",
+                     _mb(e.unpacked_mb), f"{_mb(e.encoder_mb)}/{_mb(e.encoder_int8_mb)}",
+                     e.cpu or "-", e.chunk or "-",
+                     "downloaded" if installed_dir(e.name) else ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print(f"\n* recommended. MB: the model files unpacked; ENC MB: the encoder, fp32/int8; "
+          f"CPU: encoder cost (low <= 100 MB, medium <= 260, high). Sizes are the "
+          f"publisher's (sherpa-onnx's docs). 'streamdec models list --long' for more.\n"
+          f"Cache: {models_dir()}", file=sys.stderr)
+    return 0
+
+
+def run_get(args: argparse.Namespace) -> int:
+    entry = find_entry(args.name, args.catalog)
+    try:
+        done = install(entry, url=args.url, archive=args.archive, force=args.force,
+                       quiet=args.quiet)
+    except ModelDownloadError as e:
+        print(f"streamdec: error: {e}", file=sys.stderr)
+        return 1
+    if not done.fresh:
+        print(f"streamdec: {entry.name} is downloaded already (--force replaces it)",
+              file=sys.stderr)
+    elif not args.quiet:
+        print(f"streamdec: installed {entry.name} (archive sha256 {done.sha256}); use it "
+              f"with --model {entry.name}", file=sys.stderr)
+    print(done.path)
+    return 0
+
+
+def run_path(args: argparse.Namespace) -> int:
+    found = installed_dir(args.name)
+    if found is None:
+        find_entry(args.name, args.catalog)  # unknown: a usage error (2)
+        print(f"streamdec: error: model {args.name!r} is not downloaded yet; run: "
+              f"streamdec models get {args.name}", file=sys.stderr)
+        return 1
+    print(found)
+    return 0
