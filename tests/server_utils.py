@@ -33,7 +33,7 @@ class ServerProcess:
         self.log: list[str] = []
         self.ports: list[int] = []
         self.scheme = "http"
-        expected = 2 if "--vosk-port" in args else 1
+        expected = 1 + ("--vosk-port" in args) + ("--audiosocket-port" in args)
         deadline = time.monotonic() + start_timeout * UNIT
         for line in self.proc.stderr:
             self.log.append(line)

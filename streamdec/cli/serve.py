@@ -1,5 +1,6 @@
 """``streamdec serve``: the daemon (sherpa-onnx and Vosk WebSocket protocols, HTTP
-transcription, health and metrics) over the engine; with ``--ray``, the same daemon as a
+transcription, health and metrics, calls from Twilio, FreeSWITCH and Asterisk) over the
+engine; with ``--ray``, the same daemon as a
 Ray Serve application of several replicas (``streamdec.rayserve``).
 
 Settings come from the config file's ``[server]`` table, then ``STREAMDEC_*`` environment
@@ -25,6 +26,9 @@ _FLAGS = [  # (flag, ServerConfig field, type, help)
                             "(default 6006; 0: any free port)"),
     ("--vosk-port", "vosk_port", int, "a second port with the Vosk protocol at its root "
                                       "(2700 by convention)"),
+    ("--audiosocket-port", "audiosocket_port", int, "a TCP port for Asterisk AudioSocket "
+                                                    "calls (default: off)"),
+    ("--webhook-url", "webhook_url", str, "POST each final of each call here as JSON"),
     ("--max-connections", "max_connections", int, "connections at once (then HTTP 503)"),
     ("--max-message-bytes", "max_message_bytes", int, "largest WebSocket message"),
     ("--max-stream-seconds", "max_stream_seconds", float, "longest stream (audio seconds)"),

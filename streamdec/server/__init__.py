@@ -10,6 +10,13 @@ module              what
 ``connection``      one WebSocket client: its inbox, audio in, errors and close codes
 ``sherpa``          the sherpa-onnx protocol: messages (pure) and the session
 ``vosk``            the Vosk protocol: config, replies (pure) and the session
+``twilio``          Twilio Media Streams: the protocol as a state machine (no I/O)
+``audiofork``       FreeSWITCH mod_audio_fork: the protocol as a state machine (no I/O)
+``audiosocket``     Asterisk AudioSocket: the protocol as a state machine (no I/O)
+``call_events``     what those protocols say about a call; a call's messages (pure)
+``calls``           calls: the session around those protocols, their routes, AudioSocket
+``subscribers``     ``CallHub``: a call's subscribers (``/calls/{id}``) and the webhook
+``webhook``         the webhook: a bounded queue, POSTs with retries, off the event loop
 ``transcription``   ``POST /v1/audio/transcriptions`` (OpenAI-compatible)
 ``metrics``         Prometheus metrics (also the engine's observer)
 ``app``             ``create_app``: routes and lifespan

@@ -68,11 +68,16 @@ class Access:
         if not self.authorized(headers, query):
             return Refusal(401, "missing or invalid bearer token (Authorization: Bearer "
                                 "TOKEN, or ?token=TOKEN)")
+        reason = self.capacity_refusal()
+        return None if reason is None else Refusal(503, reason)
+
+    def capacity_refusal(self) -> str | None:
+        """Why a connection would be refused (503) whoever it is: draining, or the cap."""
         if self.draining:
-            return Refusal(503, "server is shutting down")
+            return "server is shutting down"
         if self.open >= self.max_connections:
-            return Refusal(503, f"server is at its limit of {self.max_connections} "
-                                "connections; retry later")
+            return (f"server is at its limit of {self.max_connections} connections; "
+                    "retry later")
         return None
 
     def admit(self) -> None:

@@ -6,6 +6,9 @@ route                                  what
 WebSocket ``/`` and ``/sherpa``        sherpa-onnx protocol (``/``: Vosk when
                                        ``vosk_at_root``, for the ``--vosk-port``)
 WebSocket ``/vosk``                    Vosk protocol
+WebSocket ``/twilio``, ``/audiofork``  calls from Twilio Media Streams and FreeSWITCH
+                                       mod_audio_fork (``calls``)
+WebSocket ``/calls/{call_id}``         a call's results, live (``calls``)
 GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
@@ -44,6 +47,7 @@ from starlette.websockets import WebSocket
 
 from ..errors import ConfigError, TokenizeError
 from .access import Refusal
+from .calls import call_routes
 from .connection import Connection, Disconnected
 from .context import ServerContext
 from .metrics import CONTENT_TYPE_LATEST
@@ -152,6 +156,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
+        routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -49,10 +49,23 @@ class ServerConfig:
     max_wait_ms: float = 5.0
     workers: int = 1
     max_pending_seconds: float = 2.0
+    # calls from telephony platforms (Twilio at /twilio, audio fork at /audiofork, both on
+    # ``port``): Asterisk AudioSocket's TCP port (None: off); a subscriber of /calls/{id}
+    # further behind than subscriber_queue messages is dropped; the webhook (None: none)
+    # gets each final as a JSON POST, through a queue of webhook_queue messages (then new
+    # ones are dropped), each tried webhook_max_attempts times, webhook_backoff_seconds
+    # apart at first, doubling
+    audiosocket_port: int | None = None
+    subscriber_queue: int = 1000
+    webhook_url: str | None = None
+    webhook_queue: int = 1000
+    webhook_timeout_seconds: float = 5.0
+    webhook_max_attempts: int = 6
+    webhook_backoff_seconds: float = 0.5
 
     def __post_init__(self) -> None:
         require_finite(self, "server")
-        for name in ("port", "vosk_port"):
+        for name in ("port", "vosk_port", "audiosocket_port"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 65535:
                 raise ConfigError(f"server.{name} must be in [0, 65535], got {value}")
@@ -60,6 +73,14 @@ class ServerConfig:
                                           "max_upload_bytes"), 1)
         require_positive(self, "server", ("max_stream_seconds", "idle_timeout_seconds",
                                           "drain_timeout_seconds"))
+        require_at_least(self, "server", ("subscriber_queue", "webhook_queue",
+                                          "webhook_max_attempts"), 1)
+        require_positive(self, "server", ("webhook_timeout_seconds",
+                                          "webhook_backoff_seconds"))
+        if self.webhook_url is not None and not self.webhook_url.startswith(("http://",
+                                                                             "https://")):
+            raise ConfigError(f"server.webhook_url must be an http:// or https:// URL, got "
+                              f"{self.webhook_url!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("server.tls_cert and server.tls_key go together")
         self.engine_config()  # validates the engine settings

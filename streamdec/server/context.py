@@ -24,6 +24,7 @@ from .access import Access, Refusal, read_tokens
 from .config import ServerConfig
 from .connection import Connection
 from .metrics import Metrics
+from .subscribers import CallHub
 
 __all__ = ["ServerContext"]
 
@@ -40,6 +41,7 @@ class ServerContext:
         self.metrics = metrics
         self.access = access
         self.connections: set[Connection] = set()
+        self.calls = CallHub(config, metrics)  # telephony calls' subscribers and webhook
         self._idle = asyncio.Event()  # nothing admitted is open
         self._idle.set()
         self._started_engine = False
@@ -71,6 +73,7 @@ class ServerContext:
         if self._started_engine:
             self._started_engine = False
             await self.engine.stop()
+        await self.calls.close()
 
     @property
     def draining(self) -> bool:

@@ -4,7 +4,8 @@
 =======================================  =========  ==========================================
 name                                     type       what
 =======================================  =========  ==========================================
-streamdec_connections_total{protocol}    counter    connections admitted (sherpa, vosk, http)
+streamdec_connections_total{protocol}    counter    connections admitted (sherpa, vosk, http,
+                                                    twilio, audiofork, audiosocket, calls)
 streamdec_connections_open{protocol}     gauge      connections open now
 streamdec_active_streams                 gauge      engine streams open now
 streamdec_audio_seconds_total            counter    audio received, seconds (per channel)
@@ -14,6 +15,9 @@ streamdec_decoded_audio_seconds_total    counter    audio those batches covered
 streamdec_real_time_factor               gauge      decode seconds / decoded audio seconds
 streamdec_result_latency_seconds         histogram  a chunk's last sample in -> its results
 streamdec_errors_total{kind}             counter    client errors and failures by kind
+streamdec_webhook_messages_total         counter    webhook messages by ``outcome``: delivered,
+                                                    retried, failed, dropped
+streamdec_subscriber_drops_total         counter    call subscribers dropped for falling behind
 =======================================  =========  ==========================================
 """
 
@@ -58,6 +62,11 @@ class Metrics:
                                  "From a chunk's last sample accepted to its results",
                                  buckets=_LATENCY_BUCKETS, registry=r)
         self.errors = Counter("streamdec_errors", "Errors by kind", ["kind"], registry=r)
+        self.webhook = Counter("streamdec_webhook_messages", "Webhook messages by outcome",
+                               ["outcome"], registry=r)
+        self.subscriber_drops = Counter("streamdec_subscriber_drops",
+                                        "Call subscribers dropped for falling behind",
+                                        registry=r)
         self._decode_seconds = self._decoded_seconds = 0.0
 
     def _rtf(self) -> float:

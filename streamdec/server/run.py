@@ -1,6 +1,7 @@
 """Running a server: uvicorn listeners over one context, signals, graceful drain.
 
-``serve(context)`` binds the listeners (``port``; ``vosk_port`` with Vosk at its root),
+``serve(context)`` binds the listeners (``port``; ``vosk_port`` with Vosk at its root;
+``audiosocket_port``: Asterisk AudioSocket calls over TCP),
 starts the engine and serves until SIGTERM or SIGINT. Then, in this order: stop accepting
 (close the listening sockets), drain (every open stream gets its last results and its
 connection closes; at most ``drain_timeout_seconds``), stop the listeners, stop the engine,
@@ -25,6 +26,7 @@ import uvicorn
 
 from ..errors import ConfigError
 from .app import create_app
+from .calls import serve_audiosocket
 from .context import ServerContext
 
 __all__ = ["serve", "bind"]
@@ -78,7 +80,9 @@ async def serve(context: ServerContext) -> int:
     config = context.config
     scheme = "https" if config.tls else "http"
     plan = [(config.port, create_app(context), ["sherpa at / and /sherpa", "vosk at /vosk",
-                                                "POST /v1/audio/transcriptions"])]
+                                                "POST /v1/audio/transcriptions",
+                                                "twilio at /twilio", "audio fork at /audiofork",
+                                                "call subscribers at /calls/{call_id}"])]
     if config.vosk_port is not None:
         plan.append((config.vosk_port, create_app(context, vosk_at_root=True),
                      ["vosk at /"]))
@@ -114,6 +118,13 @@ async def serve(context: ServerContext) -> int:
         host, bound = sock.getsockname()[:2]
         log.info(json.dumps({"event": "listening", "url": f"{scheme}://{host}:{bound}",
                              "port": bound, "serves": protocols}))
+    audiosocket = None  # Asterisk AudioSocket calls: plain TCP, its own port
+    if config.audiosocket_port is not None:
+        sock = bind(config.host, config.audiosocket_port)
+        audiosocket = await serve_audiosocket(context, sock)
+        host, bound = sock.getsockname()[:2]
+        log.info(json.dumps({"event": "listening", "url": f"tcp://{host}:{bound}",
+                             "port": bound, "serves": ["audiosocket"]}))
 
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -133,6 +144,8 @@ async def serve(context: ServerContext) -> int:
         for listener in listeners:  # stop accepting
             for server in getattr(listener, "servers", []):
                 server.close()
+        if audiosocket is not None:
+            audiosocket.close()
         drained = await context.drain(config.drain_timeout_seconds)
         for listener in listeners:
             listener.should_exit = True

@@ -1,0 +1,119 @@
+"""FreeSWITCH mod_audio_fork (WebSocket ``/audiofork``, subprotocol ``audio.drachtio.org``):
+the protocol as a state machine without I/O.
+
+FreeSWITCH connects on ``uuid_audio_fork <uuid> start <ws-url> <mix-type> <sampling-rate>
+<metadata>``. It sends one text frame first, the metadata (arbitrary text; usually JSON),
+then binary frames of L16 audio: signed 16-bit little-endian PCM at 8 or 16 kHz, with
+``mono`` (the caller), ``mixed`` (both parties in one channel) or ``stereo`` (two
+interleaved channels: channel 0 is the caller, what FreeSWITCH reads from the channel;
+channel 1 the callee, what it writes to it). Later text frames (``send_text``, ``stop
+<metadata>``) are passed on as notes. The server may send JSON text frames back, which
+FreeSWITCH raises as ``mod_audio_fork::<type>`` events: results go back as
+``{"type": "transcription", "data": ...}`` and an error as ``{"type": "error", "data":
+...}`` (``reply``).
+
+The mix type and sampling rate are arguments of the command, not part of the stream: the
+server learns them from the URL (``ws://HOST:PORT/audiofork?mix=stereo&rate=16000``) or
+from the metadata's ``mixType`` / ``sampleRate`` keys (as jambonz sends them), the
+metadata winning. The call's id is the metadata's ``callSid``, ``uuid``, ``callId`` or
+``call_id`` (the first present), else the URL's ``call_id``, else one made up
+(``AudioForkProtocol(default_id)``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from ..errors import AudioInputError
+from ..pcm import decode_pcm, deinterleave
+from .call_events import CallAudio, CallEvent, CallNote, CallStarted
+from .connection import ClientError
+
+__all__ = ["AudioForkProtocol", "SUBPROTOCOL", "MIX_LEGS", "RATES", "ID_KEYS", "reply"]
+
+SUBPROTOCOL = "audio.drachtio.org"
+MIX_LEGS = {"mono": ("caller",), "mixed": ("mixed",), "stereo": ("caller", "callee")}
+RATES = {"8k": 8000, "16k": 16000, "8000": 8000, "16000": 16000}
+ID_KEYS = ("callSid", "uuid", "callId", "call_id")
+
+
+def _mix(value: Any, where: str) -> str:
+    if value not in MIX_LEGS:
+        raise ClientError("bad_config", f"{where}: mix type must be one of "
+                                        f"{', '.join(MIX_LEGS)}, got {value!r}")
+    return value
+
+
+def _rate(value: Any, where: str) -> int:
+    if str(value) not in RATES:
+        raise ClientError("bad_config", f"{where}: sampling rate must be 8k or 16k "
+                                        f"(8000 or 16000), got {value!r}")
+    return RATES[str(value)]
+
+
+def reply(kind: str, data: Any) -> str:
+    """A text frame FreeSWITCH raises as the event ``mod_audio_fork::<kind>``."""
+    return json.dumps({"type": kind, "data": data}, ensure_ascii=False)
+
+
+class AudioForkProtocol:
+    """Feed ``receive(text_or_bytes)``; get the call's events.
+
+    ``query``: the URL's ``mix``, ``rate`` and ``call_id`` (validated here: ClientError
+    ``bad_config``); ``default_id``: the call's id when neither says one."""
+
+    def __init__(self, query: Mapping[str, str], default_id: str) -> None:
+        unknown = sorted(set(query) - {"mix", "rate", "call_id", "token"})
+        if unknown:
+            raise ClientError("bad_config", f"unknown URL parameter(s) {', '.join(unknown)}; "
+                                            "known: mix, rate, call_id, token")
+        self.mix = _mix(query.get("mix", "mono"), "mix")
+        self.rate = _rate(query.get("rate", "8k"), "rate")
+        self.call_id: str | None = None
+        self._default_id = query.get("call_id") or default_id
+
+    @property
+    def started(self) -> bool:
+        return self.call_id is not None
+
+    @property
+    def channels(self) -> int:
+        return len(MIX_LEGS[self.mix])
+
+    def receive(self, message: str | bytes) -> list[CallEvent]:
+        if isinstance(message, str):
+            if not self.started:
+                return [self._start(message)]
+            return [CallNote("text", _parse(message))]
+        if not self.started:
+            raise ClientError("bad_message", "audio before the metadata text frame")
+        try:
+            samples = decode_pcm(message, "s16le", self.channels)
+        except AudioInputError as e:
+            raise ClientError("bad_audio", str(e)) from None
+        return [CallAudio(leg, self.rate, channel)
+                for leg, channel in enumerate(deinterleave(samples, self.channels))]
+
+    def _start(self, text: str) -> CallStarted:
+        metadata = _parse(text)
+        call_id = self._default_id
+        if isinstance(metadata, dict):
+            if "mixType" in metadata:
+                self.mix = _mix(metadata["mixType"], "metadata mixType")
+            if "sampleRate" in metadata:
+                self.rate = _rate(metadata["sampleRate"], "metadata sampleRate")
+            call_id = next((str(metadata[k]) for k in ID_KEYS
+                            if isinstance(metadata.get(k), (str, int)) and metadata[k] != ""),
+                           call_id)
+        self.call_id = call_id
+        return CallStarted(call_id, MIX_LEGS[self.mix],
+                           {"mix": self.mix, "sample_rate": self.rate, "metadata": metadata})
+
+
+def _parse(text: str) -> Any:
+    """JSON when the text is JSON, else the text itself (metadata is arbitrary text)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
