@@ -1,7 +1,8 @@
 """Config files (TOML) -> frozen config dataclasses, validated once.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
-(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[audio]``, ``[server]`` (the
+(with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[vad]`` (voice activity
+detection, ``streamdec.vad``), ``[audio]``, ``[server]`` (the
 daemon, ``streamdec.server.config``) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
@@ -28,6 +29,7 @@ from .rayserve.config import RayConfig
 from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
 from .server.config import ServerConfig
+from .vad import VadConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,7 +87,7 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
     """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
     ``base_dir`` (the config file's folder) when given."""
     unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
-                                "server", "ray"})
+                                "server", "ray", "vad"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     if base_dir is not None:
@@ -98,7 +100,8 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
         model=_build(ModelConfig, data.get("model", {}), f"{where} [model]"),
         features=_build(FeatureConfig, data.get("features", {}), f"{where} [features]"),
         search=_build(SearchConfig, data.get("search", {}), f"{where} [search]"),
-        endpoint=_build(EndpointConfig, endpoint, f"{where} [endpoint]"))
+        endpoint=_build(EndpointConfig, endpoint, f"{where} [endpoint]"),
+        vad=_build(VadConfig, data.get("vad", {}), f"{where} [vad]"))
     return AppConfig(recognizer=rec, audio=_build(AudioConfig, data.get("audio", {}),
                                                   f"{where} [audio]"),
                      server=_build(ServerConfig, data.get("server", {}), f"{where} [server]"),

@@ -99,7 +99,8 @@ class LiveStream:
         engine's ``max_pending_seconds`` of it is undecoded."""
         self.stream.accept_waveform(sample_rate, samples)
         self._engine._arrived(self)
-        limit = self._engine.max_pending_frames
+        limit = (self._engine.max_pending_frames if self.stream.state.vad is None
+                 else self._engine.max_pending_frames_vad)
         while (not self.stream.done and not self.closed
                and self.pending_frames > limit):
             self._decoded.clear()
@@ -203,6 +204,12 @@ class Engine:
         frame_shift = recognizer.config.features.frame_shift_ms / 1000
         self.max_pending_frames = max(int(self.config.max_pending_seconds / frame_shift),
                                       2 * recognizer.meta.chunk_frames)
+        # a stream with a VAD may also hold what its VAD's decision waits for (a stream
+        # that waits must never be blocked from receiving the audio it waits for)
+        vad_wait = recognizer.config.vad.max_wait_seconds + 2 * recognizer.meta.chunk_shift \
+            * frame_shift
+        self.max_pending_frames_vad = max(self.max_pending_frames, 2 * recognizer.meta.chunk_frames
+                                          + int(vad_wait / frame_shift))
         self._streams: dict[Stream, LiveStream] = {}
         self._ready: dict[LiveStream, None] = {}  # ready to decode, oldest first
         self._changed: asyncio.Event | None = None
@@ -252,11 +259,11 @@ class Engine:
 
     # -- streams ---------------------------------------------------------------------------
     def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
-             phrases: Sequence[str] | None = None) -> LiveStream:
+             phrases: Sequence[str] | None = None, vad: bool | None = None) -> LiveStream:
         """A new live stream (ConfigError / TokenizeError for unusable options); see
         ``Recognizer.create_stream`` for the arguments."""
         live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords,
-                                                              phrases=phrases))
+                                                              phrases=phrases, vad=vad))
         self._streams[live.stream] = live
         return live
 

@@ -98,8 +98,11 @@ class StreamingFeatures:
     Frame indices are absolute (from the stream's start); ``drop_before(i)`` frees memory
     of frames the encoder no longer needs."""
 
-    def __init__(self, config: FeatureConfig) -> None:
+    def __init__(self, config: FeatureConfig, on_samples=None) -> None:
+        """``on_samples``: called with each piece of audio at the model's rate (after
+        resampling, before the fbank; not the tail padding), e.g. a stream's VAD queue."""
         self.config = config
+        self._on_samples = on_samples
         self._fbank = OnlineFbank(fbank_for(config))
         self._input_rate: int | None = None
         self._resampler: soxr.ResampleStream | None = None
@@ -153,7 +156,8 @@ class StreamingFeatures:
         if self._resampler is not None:
             self._feed(self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
         if tail_padding_frames > 0:
-            self._feed(np.zeros(tail_padding_frames * self.config.frame_shift_samples, np.float32))
+            self._append(self._fbank.accept_waveform(
+                np.zeros(tail_padding_frames * self.config.frame_shift_samples, np.float32)))
         self._append(self._fbank.input_finished())
         self._finished = True
 
@@ -176,6 +180,8 @@ class StreamingFeatures:
 
     def _feed(self, x: np.ndarray) -> None:
         if len(x):
+            if self._on_samples is not None:
+                self._on_samples(x)
             self._append(self._fbank.accept_waveform(x))
 
     def _append(self, new: np.ndarray) -> None:

@@ -19,6 +19,11 @@
   gives each stream its events and next state; a batch that fails is retried stream by
   stream, so only a stream that fails on its own ends (``Stream.error``);
 - ``commit`` (the feeding thread): one state assignment per stream, its events queued.
+
+A stream with a voice activity detector (``create_stream(vad=True)``, ``streamdec.vad``)
+is also ready when it holds audio its VAD has not scored; ``compute`` scores that first
+and then decodes its next chunk, skips a run of silent chunks (its timeline moves on and
+its open segment closes) or leaves it waiting for more audio.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from .segments import SegmentState, Segmenter
 from .stream import DecodeState, Stream
 from .tokens import SymbolTable
 from .lru import LruCache
+from .vad import DECODE, SKIP, WAIT, Chunk, Gate, SampleQueue, SileroVad, VadConfig
 
 __all__ = ["Recognizer", "RecognizerConfig", "DecodeBatch", "StreamUpdate"]
 
@@ -64,6 +70,7 @@ class RecognizerConfig:
     features: FeatureConfig = field(default_factory=FeatureConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
 
 
 class Recognizer:
@@ -97,6 +104,16 @@ class Recognizer:
         # the default configuration's files are read and checked now, before any audio
         self._hotwords(self.config.search, ())
         self._words(self.config.search, None)
+        self._vad: Gate | None = None  # loaded with the first stream that uses it
+        if self.config.vad.enabled:
+            self.vad_gate
+
+    @property
+    def vad_gate(self) -> Gate:
+        """The voice activity detector's gate (its model is loaded on first use)."""
+        if self._vad is None:
+            self._vad = Gate(self.config.vad, SileroVad(self.config.features.sample_rate))
+        return self._vad
 
     def search_for(self, config: SearchConfig) -> Search:
         """The shared search object of one configuration (all share one decoder cache)."""
@@ -119,8 +136,12 @@ class Recognizer:
 
     def create_stream(self, search: SearchConfig | None = None,
                       hotwords: Sequence[str] = (),
-                      phrases: Sequence[str] | None = None) -> Stream:
+                      phrases: Sequence[str] | None = None, vad: bool | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
+
+        ``vad``: gate the stream's audio with the voice activity detector (None: as
+        ``config.vad.enabled`` says): the encoder and search see only speech with its
+        padding, the VAD's silence ends an utterance, times stay on the stream's timeline.
 
         ``hotwords``: phrases (``phrase`` or ``phrase :score``) biased in this stream, on top
         of those of ``search.hotwords_file``; they need a beam search (ConfigError with
@@ -137,6 +158,10 @@ class Recognizer:
             search_state=s.init_state(graph=self._hotwords(config, hotwords),
                                       words=self._words(config, phrases)),
             segment=SegmentState())
+        if vad if vad is not None else self.config.vad.enabled:
+            state = replace(state, vad=self.vad_gate.initial())
+            return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
+                          search=s, state=state, vad_queue=SampleQueue())
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
                       search=s, state=state)
 
@@ -186,9 +211,30 @@ class Recognizer:
 
     def is_ready(self, stream: Stream) -> bool:
         """True when the stream holds a whole encoder chunk not yet decoded (and is neither
-        in a batch being decoded nor ended)."""
-        return (not stream.done and not stream.in_flight and stream.features.num_frames_ready
-                >= stream.state.processed_frames + self.meta.chunk_frames)
+        in a batch being decoded nor ended); with a VAD, when it holds a chunk the VAD has
+        decided, or audio the VAD has not scored yet (a chunk's worth, or any before a
+        chunk that waits for it, or the end of the input)."""
+        if stream.done or stream.in_flight:
+            return False
+        if stream.state.vad is None:
+            return (stream.features.num_frames_ready
+                    >= stream.state.processed_frames + self.meta.chunk_frames)
+        gate, chunk = self.vad_gate, self._chunk(stream.state, stream.features.num_frames_ready)
+        samples = gate.take(stream.state.vad, stream.vad_queue, stream.input_done)
+        if samples is not None and (len(samples) >= chunk.step or stream.input_done):
+            return True
+        if chunk.available == 0:
+            return False
+        return samples is not None or gate.decide(stream.state.vad, chunk.first,
+                                                  chunk.first + chunk.step) != WAIT
+
+    def _chunk(self, state: DecodeState, frames_ready: int) -> Chunk:
+        """The stream's next encoder chunks in samples at the model rate (for the VAD)."""
+        T, n = self.meta.chunk_shift, self.meta.chunk_frames
+        hop = self.config.features.frame_shift_samples
+        start = state.processed_frames
+        available = (frames_ready - start - n) // T + 1 if frames_ready >= start + n else 0
+        return Chunk(first=start * hop, step=T * hop, available=available)
 
     # -- decoding: gather (caller's thread) -> compute (any thread, pure) -> commit ---------
     def decode(self, streams: Sequence[Stream]) -> None:
@@ -211,8 +257,15 @@ class Recognizer:
         for s in ready:
             start = s.state.processed_frames
             # no more audio can come, and after this chunk no whole chunk is left
-            is_last = s.input_done and s.features.num_frames_ready < start + T + n
-            items.append(_Item(s.features.frames(start, n), s.search, s.state, is_last))
+            ready_frames = s.features.num_frames_ready
+            is_last = s.input_done and ready_frames < start + T + n
+            if s.state.vad is None:
+                items.append(_Item(s.features.frames(start, n), s.search, s.state, is_last))
+            else:  # the chunk may not be whole yet: the VAD decides first
+                items.append(_Item(
+                    s.features.frames(start, n) if ready_frames >= start + n else None,
+                    s.search, s.state, is_last, ready_frames, s.input_done,
+                    self.vad_gate.take(s.state.vad, s.vad_queue, s.input_done)))
             s.in_flight = True
         return DecodeBatch(tuple(ready), tuple(items))
 
@@ -250,6 +303,61 @@ class Recognizer:
                                                   f"{exc}"))
 
     def _compute(self, items: Sequence["_Item"]) -> list[StreamUpdate]:
+        if all(it.state.vad is None for it in items):
+            return self._encode(items)
+        # the VAD first: what each stream does with its next chunk; the encoder runs only
+        # on the chunks it decides to decode
+        plans = self._vad_plans(items)
+        updates: list[StreamUpdate | None] = [p if isinstance(p, StreamUpdate) else None
+                                              for p in plans]
+        todo = [i for i, p in enumerate(plans) if not isinstance(p, StreamUpdate)]
+        if todo:
+            for i, update in zip(todo, self._encode([plans[i][0] for i in todo])):
+                updates[i] = StreamUpdate(update.state, plans[i][1] + update.events)
+        return updates
+
+    def _vad_plans(self, items: Sequence["_Item"]) -> list:
+        """Per item: a StreamUpdate (the VAD waits, or skips silence), or (the item to
+        encode, events that come before its own: the final of a segment the VAD closed)."""
+        gate, meta = self.vad_gate, self.meta
+        vad_items = [it for it in items if it.state.vad is not None]
+        scored = iter(gate.run(
+            [it.state.vad for it in vad_items],
+            [it.vad_samples if it.vad_samples is not None else np.zeros(0, np.float32)
+             for it in vad_items],
+            [it.input_done and it.vad_samples is not None for it in vad_items]))
+        plans = []
+        for it in items:
+            if it.state.vad is None:
+                plans.append((it, []))
+                continue
+            decision, count, close, vad = gate.plan(next(scored),
+                                                    self._chunk(it.state, it.frames_ready))
+            state, events = replace(it.state, vad=vad), []
+            if close or decision == SKIP:  # the VAD's silence is an endpoint
+                events, search_state, segment = self.segmenter.close(
+                    it.search, state.search_state, state.segment)
+                state = replace(state, search_state=search_state, segment=segment)
+            if decision == WAIT:
+                plans.append(StreamUpdate(state, events))
+            elif decision == DECODE:
+                plans.append((replace(it, state=state), events))
+            else:  # SKIP: the timeline moves on, the encoder starts afresh at the next speech
+                start = state.processed_frames + count * meta.chunk_shift
+                state = replace(
+                    state, encoder_states=tuple(self.model.state_layout.initial()),
+                    search_state=it.search.skip(state.search_state,
+                                                count * meta.encoder_frames_per_chunk),
+                    processed_frames=start)
+                if it.input_done and it.frames_ready < start + meta.chunk_frames:
+                    more, search_state, segment = self.segmenter.advance(
+                        it.search, state.search_state, state.segment, True)
+                    events += more
+                    state = replace(state, search_state=search_state, segment=segment)
+                plans.append(StreamUpdate(state, events))
+        return plans
+
+    def _encode(self, items: Sequence["_Item"]) -> list[StreamUpdate]:
         meta, layout = self.meta, self.model.state_layout
         x = np.stack([it.features for it in items])
         encoder_out, states = self.model.encode(
@@ -268,7 +376,7 @@ class Recognizer:
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
                                                          it.is_last)
             state = DecodeState(tuple(enc_states), st, segment,
-                                it.state.processed_frames + meta.chunk_shift)
+                                it.state.processed_frames + meta.chunk_shift, it.state.vad)
             updates.append(StreamUpdate(state, events))
         return updates
 
@@ -277,10 +385,13 @@ class Recognizer:
 class _Item:
     """One stream's part of a batch: its chunk of feature frames and its decoding state."""
 
-    features: np.ndarray  # (chunk_frames, F)
+    features: np.ndarray | None  # (chunk_frames, F); None: not whole yet (a VAD stream)
     search: Search
     state: DecodeState
     is_last: bool
+    frames_ready: int = 0  # with a VAD: feature frames the stream holds
+    input_done: bool = False  # with a VAD: the stream's input has ended
+    vad_samples: np.ndarray | None = None  # with a VAD: samples to score (None: none)
 
 
 @dataclass(frozen=True)

@@ -76,12 +76,18 @@ class Segmenter:
         last = best.frames[-1] + 1 if best.frames else state.segment_start
         if is_endpoint(self.endpoint, state.frame_offset - state.segment_start,
                        state.frame_offset - last, self.meta.encoder_frame_seconds):
-            events, segment = [], seg.segment
-            if best.tokens:
-                events.append(self.final(search, state, segment))
-                segment += 1
-            return events, search.reset(state), SegmentState(segment=segment)
+            return self.close(search, state, seg)
         if best.tokens != seg.last_partial:
             return ([self.result(best, state, seg.segment, is_final=False)], state,
                     replace(seg, last_partial=best.tokens))
         return [], state, seg
+
+    def close(self, search: Search, state: SearchState, seg: SegmentState
+              ) -> tuple[list[Result], SearchState, SegmentState]:
+        """End the open segment at an endpoint (the rules', or the voice activity
+        detector's silence): its final when it has text, and a fresh segment."""
+        events, segment = [], seg.segment
+        if search.partial(state).tokens:
+            events.append(self.final(search, state, segment))
+            segment += 1
+        return events, search.reset(state), SegmentState(segment=segment)

@@ -22,6 +22,7 @@ from .segments import SegmentState
 
 if TYPE_CHECKING:
     from .search.base import Search, SearchState
+    from .vad import SampleQueue, VadState
 
 __all__ = ["Stream", "DecodeState"]
 
@@ -34,14 +35,19 @@ class DecodeState:
     search_state: "SearchState"
     segment: SegmentState
     processed_frames: int = 0  # feature frames the encoder has advanced past
+    vad: "VadState | None" = None  # the stream's voice activity detector (None: no VAD)
 
 
 class Stream:
     """Audio in (``accept_waveform``, ``input_finished``), events out (``pop_events``)."""
 
     def __init__(self, feature_config: FeatureConfig, tail_padding_frames: int,
-                 search: "Search", state: DecodeState) -> None:
-        self.features = StreamingFeatures(feature_config)
+                 search: "Search", state: DecodeState,
+                 vad_queue: "SampleQueue | None" = None) -> None:
+        # with a VAD (``state.vad``), the audio at the model's rate also queues for it
+        self.vad_queue = vad_queue
+        self.features = StreamingFeatures(
+            feature_config, on_samples=vad_queue.append if vad_queue is not None else None)
         self.search = search  # shared, stateless
         self.state = state
         self.error: StreamdecError | None = None  # set when decoding this stream failed
@@ -92,6 +98,8 @@ class Stream:
         self.state = state
         self._events.extend(events)
         self.features.drop_before(state.processed_frames)
+        if self.vad_queue is not None:
+            self.vad_queue.drop_before(state.vad.scored)
         self.in_flight = False
 
     def fail(self, error: StreamdecError) -> None:

@@ -17,7 +17,7 @@ once, when results are made.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar, Generic, Sequence, TypeVar
 
 import numpy as np
@@ -158,3 +158,10 @@ class Search(abc.ABC, Generic[S]):
     @abc.abstractmethod
     def reset(self, state: S) -> S:
         """Start a new segment at ``state.frame_offset``, keeping the decoder context."""
+
+    def skip(self, state: S, frames: int) -> S:
+        """``state`` moved ``frames`` encoder frames on without decoding them (a voice
+        activity detector skipped silence). Only for a state that starts a segment (just
+        made by ``init_state`` or ``reset``): its segment then starts after the skip."""
+        offset = state.frame_offset + frames
+        return replace(state, frame_offset=offset, segment_start=offset)

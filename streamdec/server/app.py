@@ -45,7 +45,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from ..errors import ConfigError, TokenizeError
+from ..errors import ConfigError, ModelLoadError, TokenizeError
 from .access import Refusal
 from .calls import call_routes
 from .connection import Connection, Disconnected
@@ -97,7 +97,8 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             return
         try:
             connection = Connection(context, websocket, protocol, options)
-        except (ConfigError, TokenizeError) as e:  # e.g. phrases the model cannot spell
+        # e.g. phrases the model cannot spell, or vad=true without the VAD's package
+        except (ConfigError, TokenizeError, ModelLoadError) as e:
             context.metrics.errors.labels("bad_options").inc()
             await websocket.send_denial_response(PlainTextResponse(str(e), 400))
             return

@@ -128,7 +128,7 @@ class Connection:
         self.lives = []
         for _ in range(options.channels):
             self.lives.append(engine.open(search=options.search, hotwords=options.hotwords,
-                                          phrases=options.phrases))
+                                          phrases=options.phrases, vad=options.vad))
         self.options = options
         if self._pump is not None and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.context.config.idle_timeout_seconds)

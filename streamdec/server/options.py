@@ -10,6 +10,8 @@ parameter          meaning                                                     d
 ``beam``           beam size of a beam search                                  the server's
 ``hotwords``       phrases to bias (``phrase`` or ``phrase :score``), comma-   none
                    separated; may repeat; needs a beam search
+``vad``            ``true`` | ``false``: skip silence with the voice activity  the server's
+                   detector (``[vad] enabled``)
 ``token``          bearer token, for clients that cannot set a header          -
 =================  ==========================================================  ============
 
@@ -33,7 +35,7 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token")
+         "token", "vad")
 #: the search grammar mode uses when the connection's search is greedy
 GRAMMAR_SEARCH = "modified_beam"
 
@@ -52,6 +54,7 @@ class StreamOptions:
     search: SearchConfig | None = None  # None: the server's search config
     hotwords: tuple[str, ...] = ()
     phrases: tuple[str, ...] | None = None  # grammar mode: only these phrases (or [unk])
+    vad: bool | None = None  # voice activity detection on/off (None: the server's default)
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -63,6 +66,8 @@ class StreamOptions:
             out["hotwords"] = len(self.hotwords)
         if self.phrases is not None:
             out["phrases"] = len(self.phrases)
+        if self.vad is not None:
+            out["vad"] = self.vad
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -146,4 +151,9 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if method == "greedy":
             raise OptionError("phrases (grammar mode) need a beam search; search=greedy given")
         options = options.with_phrases(phrases, search)
+    vad = _one(query, "vad")
+    if vad is not None:
+        if vad not in ("true", "false"):
+            raise OptionError(f"vad must be true or false, got {vad!r}")
+        options = replace(options, vad=vad == "true")
     return options
