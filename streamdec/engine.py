@@ -37,6 +37,7 @@ from typing import AsyncIterator, Protocol, Sequence
 
 import numpy as np
 
+from .endpoint import EndpointConfig
 from .errors import ConfigError, DecodeError, StreamdecError
 from .recognizer import DecodeBatch, Recognizer, StreamUpdate
 from .results import Result
@@ -114,6 +115,22 @@ class LiveStream:
                and (self.stream.in_flight or recognizer.is_ready(self.stream))):
             self._decoded.clear()
             await self._decoded.wait()
+
+    async def force_final(self) -> None:
+        """End the current utterance now with every sample accepted so far: the chunks
+        ready (and the one in flight) are decoded, then the rest, padded with silence
+        (``Recognizer.request_final``); the segment's final (empty when it has no text) is
+        queued and the next audio opens a new segment. Nothing when the input has ended
+        or the stream is done."""
+        await self.wait_decoded()
+        if self.done or self.closed or self.stream.input_done:
+            return
+        if self._engine.recognizer.request_final(self.stream):  # nothing was left to decode
+            self._results.extend(self.stream.pop_events())
+            self._changed.set()
+            return
+        self._engine._arrived(self)
+        await self.wait_decoded()
 
     def finish(self) -> None:
         """End of input: the tail is padded and decoded; the last result has ``is_eof``."""
@@ -259,11 +276,13 @@ class Engine:
 
     # -- streams ---------------------------------------------------------------------------
     def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
-             phrases: Sequence[str] | None = None, vad: bool | None = None) -> LiveStream:
+             phrases: Sequence[str] | None = None, vad: bool | None = None,
+             endpoint: EndpointConfig | None = None) -> LiveStream:
         """A new live stream (ConfigError / TokenizeError for unusable options); see
         ``Recognizer.create_stream`` for the arguments."""
         live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords,
-                                                              phrases=phrases, vad=vad))
+                                                              phrases=phrases, vad=vad,
+                                                              endpoint=endpoint))
         self._streams[live.stream] = live
         return live
 

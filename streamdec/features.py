@@ -114,6 +114,7 @@ class StreamingFeatures:
         self._first_frame = 0
         self._finished = False
         self.num_samples_accepted = 0  # at the input rate
+        self.num_samples_fed = 0  # at the model's rate, silence inserted included
 
     @property
     def input_rate(self) -> int | None:
@@ -161,6 +162,22 @@ class StreamingFeatures:
         self._append(self._fbank.input_finished())
         self._finished = True
 
+    def flush_resampler(self) -> None:
+        """Push out the audio the resampler still holds (as at the end of the input) and
+        start a fresh resampler for the audio that follows (a force-final)."""
+        if self._resampler is not None:
+            self._feed(self._resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+            self._resampler = soxr.ResampleStream(
+                self._input_rate, self.config.sample_rate, 1, dtype="float32",
+                quality=self.config.resample_quality)
+
+    def insert_silence(self, samples: int) -> None:
+        """Append ``samples`` zeros at the model's rate (a force-final pads the audio so its
+        last chunk is complete); the input goes on after them."""
+        if self._finished:
+            raise StreamStateError("insert_silence after input_finished")
+        self._feed(np.zeros(samples, np.float32))
+
     def frames(self, start: int, count: int) -> np.ndarray:
         """Frames [start, start + count) as a (count, num_bins) float32 array: a view
         that frames accepted later never change."""
@@ -179,6 +196,7 @@ class StreamingFeatures:
             self._first_frame += n
 
     def _feed(self, x: np.ndarray) -> None:
+        self.num_samples_fed += len(x)
         if len(x):
             if self._on_samples is not None:
                 self._on_samples(x)

@@ -31,14 +31,15 @@ CUE_TAIL = 0.4  # a cue stays this long after its last word ends (within the lim
 def event_json(file: str, result: Result) -> str:
     """One jsonl line: ``timestamps`` are seconds from the segment start, ``start``/``end``
     seconds from the file start; ``words``: ``{"word", "start", "end", "conf"}`` per word,
-    times from the file start (``Result.words``)."""
+    times from the file start (``Result.words``); ``stable``: how many leading characters
+    of ``text`` will not change any more (a final's: all)."""
     return json.dumps({
         "file": file, "type": "final" if result.is_final else "partial",
         "segment": result.segment, "text": result.text, "tokens": list(result.tokens),
         "timestamps": [round(t, 3) for t in result.timestamps],
         "log_probs": [round(p, 4) for p in result.log_probs],
         "start": round(result.start_time, 3), "end": round(result.end_time, 3),
-        "is_eof": result.is_eof,
+        "is_eof": result.is_eof, "stable": result.stable_chars,
         "words": [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3),
                    "conf": round(w.conf, 4)} for w in result.words]}, ensure_ascii=False)
 

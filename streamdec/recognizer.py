@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from .endpoint import EndpointConfig
-from .errors import DecodeError, ModelLoadError
+from .errors import DecodeError, ModelLoadError, StreamStateError
 from .features import FeatureConfig
 from .models import ModelConfig, TransducerModel, load_model
 from .models.base import complete_meta
@@ -47,7 +47,7 @@ from .search.base import SearchState
 from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
                                    read_hotwords_file)
 from .search.word_graph import WordGraph, WordOptions
-from .segments import SegmentState, Segmenter
+from .segments import Closing, SegmentState, Segmenter
 from .stream import DecodeState, Stream
 from .tokens import SymbolTable
 from .lru import LruCache
@@ -62,6 +62,8 @@ MAX_SEARCH_CONFIGS = 64
 
 #: lang-directory word graphs a recognizer keeps (each may hold a large lexicon)
 MAX_LANG_GRAPHS = 4
+
+_NO_ENDPOINT = EndpointConfig(enabled=False)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ class Recognizer:
 
     def create_stream(self, search: SearchConfig | None = None,
                       hotwords: Sequence[str] = (),
-                      phrases: Sequence[str] | None = None, vad: bool | None = None) -> Stream:
+                      phrases: Sequence[str] | None = None, vad: bool | None = None,
+                      endpoint: EndpointConfig | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
 
         ``vad``: gate the stream's audio with the voice activity detector (None: as
@@ -150,7 +153,9 @@ class Recognizer:
         ``phrases``: grammar mode: the stream recognises only these phrases, one or more in
         a row (Vosk's ``phrase_list``/grammar, e.g. ``["yes", "no", "[unk]"]``); ``[unk]``
         lets anything else through, shown as ``[unk]`` and costing ``search.unk_penalty``.
-        Replaces ``search.lang_dir`` for this stream; needs a beam search."""
+        Replaces ``search.lang_dir`` for this stream; needs a beam search.
+
+        ``endpoint``: this stream's endpoint rules (default: the recognizer's)."""
         config = search or self.config.search
         s = self.search_for(config)
         state = DecodeState(
@@ -161,9 +166,9 @@ class Recognizer:
         if vad if vad is not None else self.config.vad.enabled:
             state = replace(state, vad=self.vad_gate.initial())
             return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                          search=s, state=state, vad_queue=SampleQueue())
+                          search=s, state=state, vad_queue=SampleQueue(), endpoint=endpoint)
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                      search=s, state=state)
+                      search=s, state=state, endpoint=endpoint)
 
     def _words(self, config: SearchConfig, phrases: Sequence[str] | None) -> WordGraph | None:
         """The word graph of a stream: its grammar, or the config's lang directory (one
@@ -259,12 +264,19 @@ class Recognizer:
             # no more audio can come, and after this chunk no whole chunk is left
             ready_frames = s.features.num_frames_ready
             is_last = s.input_done and ready_frames < start + T + n
+            endpoint, closing = s.endpoint, None
+            if s.close_at is not None:  # a requested final: no endpoint before it closes
+                if start + T >= s.close_at:
+                    closing = s.closing
+                else:
+                    endpoint = _NO_ENDPOINT
             if s.state.vad is None:
-                items.append(_Item(s.features.frames(start, n), s.search, s.state, is_last))
+                items.append(_Item(s.features.frames(start, n), s.search, s.state, is_last,
+                                   endpoint, closing))
             else:  # the chunk may not be whole yet: the VAD decides first
                 items.append(_Item(
                     s.features.frames(start, n) if ready_frames >= start + n else None,
-                    s.search, s.state, is_last, ready_frames, s.input_done,
+                    s.search, s.state, is_last, endpoint, closing, ready_frames, s.input_done,
                     self.vad_gate.take(s.state.vad, s.vad_queue, s.input_done)))
             s.in_flight = True
         return DecodeBatch(tuple(ready), tuple(items))
@@ -284,6 +296,48 @@ class Recognizer:
             except Exception:
                 updates.append(self._failed(item))
         return updates
+
+    def end_segment(self, stream: Stream) -> None:
+        """Close ``stream``'s open segment now, where decoding stands (``Stream.end_segment``):
+        audio not decoded yet goes to the next segment. ``request_final`` decodes it first."""
+        stream.end_segment(self.segmenter)
+
+    def request_final(self, stream: Stream) -> bool:
+        """Force-final: end the open utterance with every sample accepted so far in it.
+
+        Call it between decodes once no whole chunk is left (``is_ready`` false; else
+        StreamStateError, as after the end of the input). The audio not decoded yet is
+        padded with silence to whole chunks; decoding them (``is_ready`` is true again)
+        closes the segment with its final, and the next segment starts where the audio
+        ended, the inserted silence taken out of every later time. Returns True when
+        nothing was left to decode: the final is queued already."""
+        if stream.in_flight or stream.done or stream.input_done or self.is_ready(stream):
+            raise StreamStateError("a final can be requested only between decodes of a live "
+                                   "stream, with no whole chunk left to decode")
+        if stream.state.vad is not None:  # its silence already ends utterances
+            raise StreamStateError("a final cannot be requested on a stream with voice "
+                                   "activity detection (vad): its silence ends utterances")
+        features, meta = stream.features, self.meta
+        features.flush_resampler()
+        step = self.config.features.frame_shift_samples
+        shift = meta.chunk_shift
+        audio = features.num_samples_fed
+        # decode up to the first chunk boundary past every frame that starts in the audio
+        frames = -(-audio // step)
+        target = -(-frames // shift) * shift
+        if target <= stream.state.processed_frames:
+            stream.end_segment(self.segmenter)
+            return True
+        unit = step * meta.subsampling  # one encoder frame: later times stay on the grid
+        while features.num_frames_ready < target - shift + meta.chunk_frames:
+            features.insert_silence(unit)
+        inserted = features.num_samples_fed - audio
+        rate = self.config.features.sample_rate
+        stream.close_at = target
+        stream.closing = Closing(inserted // unit,
+                                 round((audio - stream.inserted_samples) / rate, 6))
+        stream.inserted_samples += inserted
+        return False
 
     def commit(self, batch: DecodeBatch, updates: Sequence[StreamUpdate]) -> None:
         """Hand each stream its decode's result: one state assignment and its events (or
@@ -335,7 +389,7 @@ class Recognizer:
                                                     self._chunk(it.state, it.frames_ready))
             state, events = replace(it.state, vad=vad), []
             if close or decision == SKIP:  # the VAD's silence is an endpoint
-                events, search_state, segment = self.segmenter.close(
+                events, search_state, segment = self.segmenter.end_at_endpoint(
                     it.search, state.search_state, state.segment)
                 state = replace(state, search_state=search_state, segment=segment)
             if decision == WAIT:
@@ -351,7 +405,7 @@ class Recognizer:
                     processed_frames=start)
                 if it.input_done and it.frames_ready < start + meta.chunk_frames:
                     more, search_state, segment = self.segmenter.advance(
-                        it.search, state.search_state, state.segment, True)
+                        it.search, state.search_state, state.segment, True, it.endpoint)
                     events += more
                     state = replace(state, search_state=search_state, segment=segment)
                 plans.append(StreamUpdate(state, events))
@@ -374,7 +428,7 @@ class Recognizer:
         updates = []
         for it, enc_states, st in zip(items, layout.unstack(states, len(items)), search_states):
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
-                                                         it.is_last)
+                                                         it.is_last, it.endpoint, it.closing)
             state = DecodeState(tuple(enc_states), st, segment,
                                 it.state.processed_frames + meta.chunk_shift, it.state.vad)
             updates.append(StreamUpdate(state, events))
@@ -389,6 +443,8 @@ class _Item:
     search: Search
     state: DecodeState
     is_last: bool
+    endpoint: EndpointConfig | None = None  # the stream's own rules
+    closing: Closing | None = None  # a requested final closes the segment after this chunk
     frames_ready: int = 0  # with a VAD: feature frames the stream holds
     input_done: bool = False  # with a VAD: the stream's input has ended
     vad_samples: np.ndarray | None = None  # with a VAD: samples to score (None: none)

@@ -5,6 +5,12 @@ Words are grouped from the units (a unit that starts with a word boundary opens 
 a word starts at its first unit's frame and ends one encoder frame after its last unit's
 frame; its confidence is the geometric mean of its units' probabilities,
 ``exp(mean(log_probs))``, in (0, 1].
+
+Stability: a partial carries how much of it will not change any more within its segment:
+``stable_tokens`` leading tokens (the search's rule, ``Search.stable_length``) and
+``stable_chars`` leading characters of ``text``: the words made only of stable tokens and
+closed by a later stable token that starts a new word (a word still open may grow). A
+final is stable whole.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from .models.base import ModelMeta
 from .search.base import Hypothesis
 from .tokens import SymbolTable
 
-__all__ = ["Result", "Word", "make_result"]
+__all__ = ["Result", "Word", "make_result", "stable_word_count"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,15 @@ class Result:
     # finals of a search asked for an n-best list (SearchConfig.nbest > 1): the n-best
     # hypotheses as results, best first (the first is this result itself); else empty
     alternatives: tuple["Result", ...] = ()
+    # leading tokens / characters of ``text`` that no later result of the segment changes
+    # (a final: all of them)
+    stable_tokens: int = 0
+    stable_chars: int = 0
+
+    @property
+    def stable_text(self) -> str:
+        """The part of ``text`` that will not change any more."""
+        return self.text[:self.stable_chars]
 
     @property
     def span(self) -> tuple[float, float]:
@@ -67,26 +82,61 @@ class Result:
 def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segment: int,
                 segment_start: int, frame_offset: int, is_final: bool,
                 is_eof: bool = False, unknown_words: Sequence[bool] | None = None,
-                unknown_text: str | None = None) -> Result:
+                unknown_text: str | None = None, stable_tokens: int | None = None,
+                shift: int = 0, start_time: float | None = None,
+                end_limit: float | None = None) -> Result:
     """Result of ``hyp`` for a segment that began at encoder frame ``segment_start`` and has
     been decoded up to ``frame_offset``.
 
     ``unknown_words``/``unknown_text`` (grammar mode): per word, whether it is outside the
-    grammar; such words are shown as ``unknown_text`` (``[unk]``) in the words and text."""
+    grammar; such words are shown as ``unknown_text`` (``[unk]``) in the words and text.
+    ``stable_tokens``: leading tokens that will not change (None: all, as for a final).
+
+    Silence inserted into the stream (a force-final pads its last chunk) is taken out of the
+    times: ``shift`` encoder frames inserted before this segment; ``start_time`` (seconds)
+    where the segment starts on the audio's timeline when that is not ``segment_start``;
+    ``end_limit``: the end of the audio (seconds) when the segment's decoded frames run past
+    it into inserted silence."""
     sec = meta.encoder_frame_seconds
     spans = symbols.word_spans(hyp.tokens)
     if unknown_words is not None and unknown_text is not None:
         spans = [(unknown_text if unk else text, a, b)
                  for (text, a, b), unk in zip(spans, unknown_words)]
     words = tuple(
-        Word(text, start=round(hyp.frames[a] * sec, 6), end=round((hyp.frames[b] + 1) * sec, 6),
+        Word(text, start=round((hyp.frames[a] - shift) * sec, 6),
+             end=round((hyp.frames[b] + 1 - shift) * sec, 6),
              conf=round(math.exp(sum(hyp.log_probs[a:b + 1]) / (b + 1 - a)), 6))
         for text, a, b in spans)
     text = symbols.text(hyp.tokens) if unknown_words is None else " ".join(w.text for w in words)
+    if stable_tokens is None:
+        stable_tokens, stable_chars = len(hyp.tokens), len(text)
+    else:
+        closed = stable_word_count(symbols, hyp.tokens, spans, stable_tokens)
+        stable = " ".join(w.text for w in words[:closed])
+        stable_chars = len(stable) if text.startswith(stable) else 0
+    if start_time is None:
+        start = round((segment_start - shift) * sec, 6)
+        timestamps = tuple(round((f - segment_start) * sec, 6) for f in hyp.frames)
+    else:
+        start = start_time
+        timestamps = tuple(round((f - shift) * sec - start, 6) for f in hyp.frames)
+    end = round((frame_offset - shift) * sec, 6)
+    if end_limit is not None:
+        end = max(start, min(end, end_limit))
     return Result(
         text=text, tokens=tuple(symbols.symbols(hyp.tokens)),
-        token_ids=hyp.tokens,
-        timestamps=tuple(round((f - segment_start) * sec, 6) for f in hyp.frames),
+        token_ids=hyp.tokens, timestamps=timestamps,
         log_probs=tuple(hyp.log_probs), segment=segment,
-        start_time=round(segment_start * sec, 6), end_time=round(frame_offset * sec, 6),
-        is_final=is_final, is_eof=is_eof, score=hyp.score, words=words)
+        start_time=start, end_time=end,
+        is_final=is_final, is_eof=is_eof, score=hyp.score, words=words,
+        stable_tokens=stable_tokens, stable_chars=stable_chars)
+
+
+def stable_word_count(symbols: SymbolTable, tokens: Sequence[int],
+                      spans: Sequence[tuple[str, int, int]], stable_tokens: int) -> int:
+    """How many of the words ``spans`` (of ``tokens``) can no longer change when the first
+    ``stable_tokens`` tokens are fixed: a word whose tokens are all stable and that a later
+    stable token closes by starting a new word."""
+    opener = next((j for j in range(min(stable_tokens, len(tokens)) - 1, -1, -1)
+                   if symbols.starts_word(tokens[j])), -1)  # the last stable word start
+    return sum(1 for _, _, last in spans if last < opener)

@@ -8,7 +8,11 @@ computes that from values and returns new values; it touches no stream:
     events, search_state, segment = segmenter.advance(search, search_state, segment, is_last)
 
 A segment closed by an endpoint advances the segment id only when it had text (an empty
-segment yields no final, like sherpa-onnx's server).
+segment yields no final, like sherpa-onnx's server). ``close`` ends the open segment on
+request (a client's force-final): it always yields a final, empty or not, and advances the
+id only when the segment had text. A partial is made when its text or its stable part
+(``Result.stable_tokens``) changed. ``advance`` takes the stream's own endpoint rules
+(None: the recognizer's).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from .results import Result, make_result
 from .search.base import Hypothesis, Search, SearchState
 from .tokens import SymbolTable
 
-__all__ = ["SegmentState", "Segmenter"]
+__all__ = ["SegmentState", "Segmenter", "Closing"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,21 @@ class SegmentState:
 
     segment: int = 0  # id of the open segment
     last_partial: tuple[int, ...] = ()  # tokens of the last partial sent (no repeats)
+    last_stable: int = 0  # its stable tokens
     done: bool = False  # the end-of-stream final has been made
+    # silence a force-final inserted before this segment (encoder frames), and where this
+    # segment starts on the audio's timeline (seconds) when it follows such silence
+    shift: int = 0
+    start: float | None = None
+
+
+@dataclass(frozen=True)
+class Closing:
+    """A requested final closes the segment after this chunk: the silence that padded the
+    chunk (encoder frames) and where the audio ended (seconds on its own timeline)."""
+
+    inserted: int
+    audio_end: float
 
 
 @dataclass(frozen=True)
@@ -41,53 +59,71 @@ class Segmenter:
     symbols: SymbolTable
     meta: ModelMeta
 
-    def result(self, hyp: Hypothesis, search_state: SearchState, segment: int,
-               is_final: bool, is_eof: bool = False) -> Result:
+    def result(self, hyp: Hypothesis, search_state: SearchState, seg: SegmentState,
+               is_final: bool, is_eof: bool = False, stable_tokens: int | None = None,
+               end_limit: float | None = None) -> Result:
         words = getattr(search_state, "words", None)  # a beam search's word graph
         unknown = None
         if words is not None and words.unk_text is not None:  # grammar mode: [unk] words
             unknown = [not known for known in words.word_is_known(hyp.tokens)]
-        return make_result(hyp, self.symbols, self.meta, segment=segment,
+        return make_result(hyp, self.symbols, self.meta, segment=seg.segment,
                            segment_start=search_state.segment_start,
                            frame_offset=search_state.frame_offset, is_final=is_final,
                            is_eof=is_eof, unknown_words=unknown,
-                           unknown_text=words.unk_text if unknown else None)
+                           unknown_text=words.unk_text if unknown else None,
+                           stable_tokens=stable_tokens, shift=seg.shift, start_time=seg.start,
+                           end_limit=end_limit)
 
-    def final(self, search: Search, state: SearchState, segment: int, is_eof: bool = False
-              ) -> Result:
+    def final(self, search: Search, state: SearchState, seg: SegmentState,
+              is_eof: bool = False, end_limit: float | None = None) -> Result:
         """The final result of the segment; with an n-best search (``nbest`` > 1) it carries
         the n-best list as ``alternatives``."""
         nbest = search.finalize(state)
-        best = self.result(nbest[0], state, segment, is_final=True, is_eof=is_eof)
+        best = self.result(nbest[0], state, seg, is_final=True, is_eof=is_eof,
+                           end_limit=end_limit)
         if search.config.nbest > 1:
-            alternatives = (best,) + tuple(self.result(h, state, segment, is_final=True,
-                                                       is_eof=is_eof) for h in nbest[1:])
+            alternatives = (best,) + tuple(self.result(h, state, seg, is_final=True,
+                                                       is_eof=is_eof, end_limit=end_limit)
+                                           for h in nbest[1:])
             best = replace(best, alternatives=alternatives)
         return best
 
-    def advance(self, search: Search, state: SearchState, seg: SegmentState, is_last: bool
+    def advance(self, search: Search, state: SearchState, seg: SegmentState, is_last: bool,
+                endpoint: EndpointConfig | None = None, closing: Closing | None = None
                 ) -> tuple[list[Result], SearchState, SegmentState]:
         """The events after a decoded chunk, the search state to go on with and the new
-        segment state. ``is_last``: the stream's input has ended and this was its last chunk."""
+        segment state. ``is_last``: the stream's input has ended and this was its last chunk;
+        ``endpoint``: the stream's endpoint rules (None: the recognizer's); ``closing``: a
+        requested final closes the segment after this chunk."""
+        if closing is not None and not is_last:
+            return self.close(search, state, seg, closing)
         if is_last:
-            final = self.final(search, state, seg.segment, is_eof=True)
+            final = self.final(search, state, seg, is_eof=True)
             return [final], state, replace(seg, last_partial=(), done=True)
         best = search.partial(state)
         last = best.frames[-1] + 1 if best.frames else state.segment_start
-        if is_endpoint(self.endpoint, state.frame_offset - state.segment_start,
+        if is_endpoint(endpoint or self.endpoint, state.frame_offset - state.segment_start,
                        state.frame_offset - last, self.meta.encoder_frame_seconds):
-            return self.close(search, state, seg)
-        if best.tokens != seg.last_partial:
-            return ([self.result(best, state, seg.segment, is_final=False)], state,
-                    replace(seg, last_partial=best.tokens))
+            return self.end_at_endpoint(search, state, seg)
+        stable = search.stable_length(state)
+        if (best.tokens, stable) != (seg.last_partial, seg.last_stable):
+            return ([self.result(best, state, seg, is_final=False,
+                                 stable_tokens=stable)], state,
+                    replace(seg, last_partial=best.tokens, last_stable=stable))
         return [], state, seg
 
-    def close(self, search: Search, state: SearchState, seg: SegmentState
-              ) -> tuple[list[Result], SearchState, SegmentState]:
+    def end_at_endpoint(self, search: Search, state: SearchState, seg: SegmentState
+                        ) -> tuple[list[Result], SearchState, SegmentState]:
         """End the open segment at an endpoint (the rules', or the voice activity
         detector's silence): its final when it has text, and a fresh segment."""
         events, segment = [], seg.segment
         if search.partial(state).tokens:
-            events.append(self.final(search, state, segment))
+            events.append(self.final(search, state, seg))
             segment += 1
-        return events, search.reset(state), SegmentState(segment=segment)
+        return events, search.reset(state), SegmentState(segment=segment, shift=seg.shift)
+
+    def close(self, search: Search, state: SearchState, seg: SegmentState,
+              closing: Closing | None = None
+              ) -> tuple[list[Result], SearchState, SegmentState]:
+        """End the open segment now (a force-final): its final (empty when it has no text),
+        the search restarted at ``state.frame_offset`` and the next segment's state.

@@ -10,19 +10,21 @@ so a decode computed in a worker thread never writes into a stream.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import StreamdecError
+from .errors import StreamdecError, StreamStateError
 from .features import FeatureConfig, StreamingFeatures
 from .results import Result
 from .segments import SegmentState
 
 if TYPE_CHECKING:
+    from .endpoint import EndpointConfig
     from .search.base import Search, SearchState
     from .vad import SampleQueue, VadState
+    from .segments import Closing, Segmenter
 
 __all__ = ["Stream", "DecodeState"]
 
@@ -43,12 +45,19 @@ class Stream:
 
     def __init__(self, feature_config: FeatureConfig, tail_padding_frames: int,
                  search: "Search", state: DecodeState,
-                 vad_queue: "SampleQueue | None" = None) -> None:
+                 vad_queue: "SampleQueue | None" = None,
+                 endpoint: "EndpointConfig | None" = None) -> None:
         # with a VAD (``state.vad``), the audio at the model's rate also queues for it
         self.vad_queue = vad_queue
         self.features = StreamingFeatures(
             feature_config, on_samples=vad_queue.append if vad_queue is not None else None)
         self.search = search  # shared, stateless
+        self.endpoint = endpoint  # this stream's endpoint rules (None: the recognizer's)
+        # a requested final (force-final): the feature frame decoding must reach, and how
+        # the segment closes there (``Recognizer.request_final``); None: none pending
+        self.close_at: int | None = None
+        self.closing: "Closing | None" = None
+        self.inserted_samples = 0  # silence inserted by force-finals (model rate)
         self.state = state
         self.error: StreamdecError | None = None  # set when decoding this stream failed
         self.in_flight = False  # gathered into a batch whose results are not committed yet
@@ -101,6 +110,21 @@ class Stream:
         if self.vad_queue is not None:
             self.vad_queue.drop_before(state.vad.scored)
         self.in_flight = False
+        if self.close_at is not None and state.processed_frames >= self.close_at:
+            self.close_at = self.closing = None  # that decode closed the segment
+
+    def end_segment(self, segmenter: "Segmenter") -> None:
+        """Close the open segment now, where decoding stands: its final is queued (empty
+        when the segment has no text) and the next segment starts there. Audio accepted but
+        not decoded yet goes to the next segment (``Recognizer.request_final`` decodes it
+        first). StreamStateError while a decode of the stream is in flight or after its
+        end."""
+        if self.in_flight or self.done:
+            raise StreamStateError("a segment can be closed only between decodes of a live "
+                                   "stream")
+        events, search_state, segment = segmenter.close(self.search, self.state.search_state,
+                                                        self.state.segment)
+        self.commit(replace(self.state, search_state=search_state, segment=segment), events)
 
     def fail(self, error: StreamdecError) -> None:
         """Decoding this stream failed: it ends with ``error`` (nothing more is decoded)."""

@@ -116,3 +116,15 @@ TWO = [result(spaced(["hello", "world"], first=0.5)), result([("again", 3.25, 3.
 ])
 def test_subtitles_text(finals, fmt, want):
     assert subtitles(finals, fmt) == want
+
+
+def test_jsonl_event_says_how_much_of_a_partial_is_stable():
+    import dataclasses
+    import json
+
+    from streamdec.formats import event_json
+
+    partial = dataclasses.replace(result(spaced(["HELLO", "WOR"]), is_final=False),
+                                  stable_tokens=6, stable_chars=5)
+    line = json.loads(event_json("a.wav", partial))
+    assert (line["type"], line["text"], line["stable"]) == ("partial", "HELLO WOR", 5)

@@ -256,9 +256,10 @@ def test_portaudio_missing(tmp_path, stub, message):
     assert (run.returncode, run.stderr) == (2, message)
 
 
-def result(text: str, final: bool, words=()) -> Result:
+def result(text: str, final: bool, words=(), stable: int = 0) -> Result:
     return Result(text=text, tokens=(), token_ids=(), timestamps=(), log_probs=(), segment=0,
-                  start_time=60.0, end_time=75.0, is_final=final, words=words)
+                  start_time=60.0, end_time=75.0, is_final=final, words=words,
+                  stable_chars=len(text) if final else stable)
 
 
 class Terminal:
@@ -278,17 +279,33 @@ class Terminal:
 
 
 @pytest.mark.parametrize("tty, shown", [
-    (True, "\r\033[KHEL\r\033[KHELLO WOR\r\033[K[01:01.20 - 01:02.64] HELLO WORLD\n\r\033[K"),
+    (True, "\r\033[K\033[2mHEL\033[22m\r\033[KHELLO\033[2m WOR\033[22m"
+           "\r\033[K[01:01.20 - 01:02.64] HELLO WORLD\n\r\033[K"),
     (False, "[01:01.20 - 01:02.64] HELLO WORLD\n"),
 ])
 def test_live_line_rewrites_the_partial_and_commits_finals_with_times(tty, shown):
+    """On a terminal a partial's unstable part is dim (SGR 2 ... 22)."""
     out = Terminal(tty)
     line = LiveLine(out, times=True)
     words = (Word("HELLO", 61.2, 61.8, 0.9), Word("WORLD", 61.9, 62.64, 0.8))
-    for r in (result("HEL", False), result("HELLO WOR", False),
+    for r in (result("HEL", False), result("HELLO WOR", False, stable=5),
               result("HELLO WORLD", True, words), result("", True)):
         line("pulse", r)
     assert out.text == shown
+
+
+def test_live_line_dims_only_the_unstable_part_of_a_cut_line(monkeypatch):
+    """A line wider than the terminal shows its end; the source prefix is never dim."""
+    import shutil
+
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((11, 24)))
+    out = Terminal(True)
+    line = LiveLine(out, prefix=True)
+    line("a", result("HELLO WORLD", False, stable=5))  # "a: HELLO WORLD" cut to 10
+    line("a", result("HI", False, stable=2))
+    line("a", result("HI", False, stable=0))
+    assert out.text == ("\r\033[KELLO\033[2m WORLD\033[22m" "\r\033[Ka: HI"
+                        "\r\033[Ka: \033[2mHI\033[22m")
 
 
 @pytest.mark.slow

@@ -122,7 +122,7 @@ def test_sherpa_gives_the_file_transcript_however_the_client_cuts(server, rec, t
     assert out["results"][-1]["is_eof"] and sum(r["is_eof"] for r in out["results"]) == 1
     assert list(out["results"][0]) == [
         "text", "tokens", "timestamps", "ys_probs", "lm_probs", "context_scores", "segment",
-        "words", "num_trailing_blanks", "start_time", "is_final", "is_eof"]
+        "words", "num_trailing_blanks", "start_time", "is_final", "is_eof", "stable"]
 
 
 @pytest.mark.parametrize("cut", CUTS, ids=[str(c) for c in CUTS])
@@ -144,7 +144,7 @@ def test_vosk_port_serves_vosk_at_its_root_in_lockstep(server, rec, clips):
     out = run(vosk_client(server.url("/", port=server.ports[1]), pcm, 4000,
                           config={"sample_rate": 16000, "words": 0}))
     assert len(out["replies"]) == out["messages"]
-    assert all(set(r) == {"partial"} for r in out["replies"][:-1] if "text" not in r)
+    assert all(set(r) == {"partial", "stable"} for r in out["replies"][:-1] if "text" not in r)
     final = out["replies"][-1]
     assert final == {"text": " ".join(f.text for f in file_finals(rec, clips[3]) if f.text)}
 

@@ -11,10 +11,12 @@ import pytest
 
 from streamdec import ConfigError, SearchConfig
 from streamdec.config import parse_config
+from streamdec.endpoint import EndpointConfig, EndpointRule
 from streamdec.results import Result, Word
 from streamdec.server.access import Access, read_tokens
 from streamdec.server.config import ServerConfig, env_overrides
 from streamdec.server.connection import CLOSE_CODES, ClientError, error_json
+from streamdec.server.endpointing import EndpointLimits
 from streamdec.server.options import OptionError, StreamOptions, parse_options
 from streamdec.server.sherpa import sherpa_message, trailing_blanks
 from streamdec.server.transcription import UploadError, check_fields, render
@@ -40,15 +42,16 @@ EMPTY = result(text="", tokens=(), timestamps=(), words=(), final=True, eof=True
 
 # -- sherpa-onnx -----------------------------------------------------------------------------
 def test_sherpa_message_has_the_reference_fields_in_order():
+    """sherpa-onnx's fields in its order, then streamdec's ``stable``."""
     m = json.loads(sherpa_message(result(), FRAME))
     assert list(m) == ["text", "tokens", "timestamps", "ys_probs", "lm_probs",
                        "context_scores", "segment", "words", "num_trailing_blanks",
-                       "start_time", "is_final", "is_eof"]
+                       "start_time", "is_final", "is_eof", "stable"]
     assert m == {"text": "HI YOU", "tokens": ["H", "I", " ", "Y", "O", "U"],
                  "timestamps": [0.04, 0.08, 0.12, 0.2, 0.24, 0.28],
                  "ys_probs": [-0.123457] * 6, "lm_probs": [], "context_scores": [],
                  "segment": 1, "words": [], "num_trailing_blanks": 7, "start_time": 2.0,
-                 "is_final": True, "is_eof": False}
+                 "is_final": True, "is_eof": False, "stable": 0}
 
 
 @pytest.mark.parametrize("r, channel, extra", [
@@ -58,7 +61,7 @@ def test_sherpa_message_has_the_reference_fields_in_order():
 ])
 def test_sherpa_message_channel_tag_comes_last(r, channel, extra):
     m = json.loads(sherpa_message(r, FRAME, channel))
-    assert {k: m[k] for k in list(m)[12:]} == extra
+    assert {k: m[k] for k in list(m)[13:]} == extra
     assert m["is_final"] == r.is_final and m["is_eof"] == r.is_eof
 
 
@@ -114,6 +117,8 @@ def test_vosk_final(finals, settings, offset, channel, reply):
 def test_vosk_partial():
     assert vosk_partial("HI Y") == {"partial": "HI Y"}
     assert vosk_partial("", 0) == {"partial": "", "channel": 0}
+    assert vosk_partial("HI Y", None, 2) == {"partial": "HI Y", "stable": 2}
+    assert vosk_partial("HI Y", 1, 0) == {"partial": "HI Y", "stable": 0, "channel": 1}
 
 
 VOSK_CONFIGS = [  # (config, settings or (kind, message part))
@@ -134,7 +139,36 @@ VOSK_CONFIGS = [  # (config, settings or (kind, message part))
      VoskSettings(8000, phrases=("yes", "no", "[unk]"))),
     ({"model": "en"}, ("bad_config", "unknown config key(s) model")),
     ([1, 2], ("bad_config", "config must be an object")),
+    # endpoint rules: over the server's (the defaults), within the default limits
+    ({"rule2_min_trailing_silence": 0.5, "rule3_min_utterance_length": 8},
+     VoskSettings(8000, endpoint=EndpointConfig(rule2=EndpointRule(True, 0.5, 0.0),
+                                                rule3=EndpointRule(False, 0.0, 8.0)))),
+    ({"rule1_min_trailing_silence": 0, "rule1_min_utterance_length": 600},
+     VoskSettings(8000, endpoint=EndpointConfig(rule1=EndpointRule(False, 0.0, 600.0)))),
+    ({"rule2_min_trailing_silence": 30.5},
+     ("bad_config", "rule2_min_trailing_silence must be in [0, 30] seconds")),
+    ({"rule3_min_utterance_length": 601},
+     ("bad_config", "rule3_min_utterance_length must be in [0, 600] seconds")),
+    ({"rule1_min_trailing_silence": -0.1},
+     ("bad_config", "rule1_min_trailing_silence must be in [0, 30] seconds")),
+    ({"rule1_min_trailing_silence": "1"},
+     ("bad_config", "rule1_min_trailing_silence must be a number of seconds")),
+    ({"rule1_min_trailing_silence": True},
+     ("bad_config", "rule1_min_trailing_silence must be a number of seconds")),
+    ({"rule4_min_trailing_silence": 1}, ("bad_config", "unknown config key(s) rule4_")),
 ]
+
+
+def test_vosk_endpoint_config_within_server_limits():
+    """The server's own rules are the base; its limits bound what a client may set."""
+    base = EndpointConfig(rule1=EndpointRule(False, 5.0, 1.0))
+    got = parse_vosk_config({"rule1_min_utterance_length": 2}, VoskSettings(8000), base,
+                            EndpointLimits(max_silence=1.0, max_utterance=2.0))
+    assert got.endpoint == EndpointConfig(rule1=EndpointRule(False, 5.0, 2.0))
+    with pytest.raises(ClientError, match=re.escape(
+            "rule2_min_trailing_silence must be in [0, 1] seconds")):
+        parse_vosk_config({"rule2_min_trailing_silence": 1.5}, VoskSettings(8000), base,
+                          EndpointLimits(max_silence=1.0, max_utterance=2.0))
 
 
 @pytest.mark.parametrize("config, want", VOSK_CONFIGS)
@@ -177,6 +211,9 @@ OPTIONS = [  # (query, options)
                    phrases=("yes", "no", "[unk]"))),
     ({"search": ["alsd"], "phrases": ["one", "two"]},
      StreamOptions(16000, "f32le", search=SearchConfig(method="alsd"), phrases=("one", "two"))),
+    ({"rule1_min_trailing_silence": ["1.5"], "rule2_min_utterance_length": ["0.25"]},
+     StreamOptions(16000, "f32le", endpoint=EndpointConfig(
+         rule1=EndpointRule(False, 1.5, 0.0), rule2=EndpointRule(True, 1.2, 0.25)))),
 ]
 BAD_OPTIONS = [  # (query, message part)
     ({"sample_rate": ["96001"]}, "unsupported sample_rate 96001"),
@@ -192,6 +229,13 @@ BAD_OPTIONS = [  # (query, message part)
     ({"rate": ["8000"]}, "unknown option(s) rate"),
     ({"phrases": ["yes,,no"]}, "phrases must be comma-separated, non-empty phrases"),
     ({"search": ["greedy"], "phrases": ["yes"]}, "phrases (grammar mode) need a beam search"),
+    ({"rule2_min_trailing_silence": ["31"]},
+     "rule2_min_trailing_silence must be in [0, 30] seconds (the server's limit), got '31'"),
+    ({"rule3_min_utterance_length": ["1e9"]}, "rule3_min_utterance_length must be in [0, 600]"),
+    ({"rule1_min_trailing_silence": ["nan"]}, "rule1_min_trailing_silence must be in [0, 30]"),
+    ({"rule1_min_trailing_silence": ["soon"]},
+     "rule1_min_trailing_silence must be a number of seconds, got 'soon'"),
+    ({"rule1_min_trailing_silence": ["1", "2"]}, "rule1_min_trailing_silence given 2 times"),
 ]
 
 

@@ -222,6 +222,37 @@ def test_page_srt_follows_the_same_rules_as_formats(browser, server, rec, case):
     assert txt == "".join(r.text + "\n" for r in finals)
 
 
+def test_page_shows_the_stable_part_of_a_partial_steady_and_the_rest_lighter(browser, server,
+                                                                            rec):
+    """The page's split of a partial (its ``stable`` characters, code points) and the
+    stylesheet: the stable part in the text colour at full opacity, the rest lighter."""
+    import dataclasses
+
+    partial = dataclasses.replace(
+        spelled(rec, 0, 0, [("HELLO", 0, 4), ("WORLD", 6, 10)], is_final=False),
+        stable_chars=5)
+    messages = [json.loads(sherpa_message(partial, rec.meta.encoder_frame_seconds)),
+                {"text": "\u00c9COLE \U0001F600 X", "stable": 7},  # code points, not UTF-16
+                {"text": "HI"}]  # a server without the field: nothing stable
+    page = open_page(browser, server.http("/"))
+    parts, styles = page.evaluate("""async (messages) => {
+        const m = await import("/static/subtitles.js");
+        const p = document.getElementById("partial");
+        p.innerHTML = '<span class="stable">A</span><span class="unstable">B</span>';
+        const style = (sel) => {
+            const s = getComputedStyle(p.querySelector(sel));
+            return [s.opacity, s.color];
+        };
+        const body = getComputedStyle(document.body).color;
+        return [messages.map(m.partialParts), [style(".stable"), style(".unstable"), body]];
+    }""", messages)
+    page.context.close()
+    assert parts == [["HELLO", " WORLD"], ["\u00c9COLE \U0001F600", " X"], ["", "HI"]]
+    (stable_opacity, stable_color), (unstable_opacity, _), text_color = styles
+    assert float(stable_opacity) == 1.0 and stable_color == text_color
+    assert float(unstable_opacity) == pytest.approx(0.6)
+
+
 # -- what the page says when it cannot caption -------------------------------------------------
 REFUSED = ("The microphone was refused. Allow this page to use it (the icon in the address "
            "bar, or the browser's site settings), then press Start again.")

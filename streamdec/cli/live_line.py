@@ -1,6 +1,7 @@
 """Live captions on a terminal: the open segment's partial text on one line, rewritten in
-place, and each final committed as a line of its own. Off a terminal (a pipe, a file) only
-the finals are written."""
+place, its stable part (``Result.stable_chars``: what will not change any more) in normal
+intensity and the rest dim, and each final committed as a line of its own. Off a terminal
+(a pipe, a file) only the finals are written."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import TextIO
 
 from ..results import Result
 
-__all__ = ["LiveLine"]
+__all__ = ["LiveLine", "DIM", "NORMAL"]
+
+DIM, NORMAL = "\033[2m", "\033[22m"  # SGR faint / normal intensity
 
 
 def _clock(seconds: float) -> str:
@@ -37,7 +40,11 @@ class LiveLine:
                 self.out.write(self._final(event, text) + "\n")
         elif self.tty:
             width = shutil.get_terminal_size().columns - 1
-            self.out.write("\r\033[K" + text[-width:])
+            shown = text[-width:]
+            # the unstable part: the last len(event.text) - stable_chars characters
+            split = max(0, len(shown) - (len(event.text) - event.stable_chars))
+            steady, moving = shown[:split], shown[split:]
+            self.out.write("\r\033[K" + steady + (DIM + moving + NORMAL if moving else ""))
         self.out.flush()
 
     def _final(self, event: Result, text: str) -> str:

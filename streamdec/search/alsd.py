@@ -111,6 +111,11 @@ class AlsdSearch(BeamSearchBase):
         drop = first - (state.frame_offset - len(state.buffer))
         return replace(state, buffer=state.buffer[drop:]) if drop > 0 else state
 
+    def _live_hyps(self, state: AlsdState) -> list[Hypothesis]:
+        """The beam and the hypotheses whose blank consumed the last frame (the segment
+        may end with those)."""
+        return list(state.hyps) + list(state.ended_last)
+
     def _end_hyps(self, state: AlsdState) -> list[Hypothesis]:
         done = self._run([state], ended=True)[0]
         return list(done.ended_last or done.hyps)

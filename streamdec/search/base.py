@@ -8,6 +8,7 @@ never mutates its arguments, so sibling hypotheses cannot corrupt each other.
     states = search.step(states, encoder_out)        # encoder_out (N, T', D), N streams
     best = search.partial(state)                     # current best Hypothesis
     nbest = search.finalize(state)                   # end of segment/stream: n-best list
+    n = search.stable_length(state)                  # tokens of every later result's prefix
     state = search.reset(state)                      # after an endpoint: keeps the context
 
 Frame indices are absolute encoder frames of the stream (integers); seconds are computed
@@ -150,6 +151,11 @@ class Search(abc.ABC, Generic[S]):
     @abc.abstractmethod
     def partial(self, state: S) -> Hypothesis:
         """The current best hypothesis of the segment."""
+
+    @abc.abstractmethod
+    def stable_length(self, state: S) -> int:
+        """How many leading tokens of ``partial(state)`` every later partial and the
+        segment's final keep (they can no longer change within this segment)."""
 
     @abc.abstractmethod
     def finalize(self, state: S) -> list[Hypothesis]:

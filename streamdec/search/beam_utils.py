@@ -36,7 +36,7 @@ from .context_graph import ContextGraph
 from .word_graph import WordGraph
 
 __all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "score_hyps",
-           "refunded", "finished", "tokens_at_frame"]
+           "refunded", "finished", "tokens_at_frame", "common_prefix_length"]
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,18 @@ def finished(search: Search, hyps: Sequence[Hypothesis], state: BeamState) -> li
     return out
 
 
+def common_prefix_length(sequences: Sequence[tuple[int, ...]]) -> int:
+    """Length of the longest prefix all ``sequences`` share (0 for none)."""
+    if not sequences:
+        return 0
+    first, n = sequences[0], min(len(s) for s in sequences)
+    for i in range(n):
+        token = first[i]
+        if any(s[i] != token for s in sequences):
+            return i
+    return n
+
+
 def tokens_at_frame(hyp: Hypothesis, frame: int) -> int:
     """How many of ``hyp``'s tokens were emitted at ``frame``."""
     n = 0
@@ -269,8 +281,20 @@ class BeamSearchBase(Search[BeamState]):
         """The hypotheses a segment ends with (ALSD overrides)."""
         return list(state.hyps)
 
+    def _live_hyps(self, state: BeamState) -> list[Hypothesis]:
+        """Every hypothesis a later result of the segment can descend from (ALSD adds its
+        ended set)."""
+        return list(state.hyps)
+
     def partial(self, state: BeamState) -> Hypothesis:
         return ranked(state.hyps)[0]
+
+    def stable_length(self, state: BeamState) -> int:
+        """The tokens all live hypotheses agree on. Every later hypothesis of the segment
+        extends one of them (children only append; merging joins equal sequences; pruning
+        and the segment end's word-graph filter only drop), so this prefix is kept by every
+        later partial and by the final."""
+        return common_prefix_length([h.tokens for h in self._live_hyps(state)])
 
     def finalize(self, state: BeamState) -> list[Hypothesis]:
         return ranked(finished(self, self._end_hyps(state), state))[:self.config.nbest]

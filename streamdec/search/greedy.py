@@ -93,6 +93,11 @@ class GreedySearch(Search[GreedyState]):
     def partial(self, state: GreedyState) -> Hypothesis:
         return state.hyp
 
+    def stable_length(self, state: GreedyState) -> int:
+        """All of them: greedy search keeps one path and only appends to it, so a token,
+        once emitted, is final within the segment."""
+        return len(state.hyp.tokens)
+
     def finalize(self, state: GreedyState) -> list[Hypothesis]:
         return [state.hyp]
 

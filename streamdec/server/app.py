@@ -76,7 +76,9 @@ def _admission(context: ServerContext, headers, query_params, default_rate: int,
     query = {k: query_params.getlist(k) for k in query_params.keys()}
     try:
         return parse_options(query, sample_rate=default_rate, encoding=encoding,
-                             search=context.engine.recognizer.config.search)
+                             search=context.engine.recognizer.config.search,
+                             endpoint=context.engine.recognizer.config.endpoint,
+                             endpoint_limits=context.config.endpoint_limits())
     except ConfigError as e:
         return Refusal(400, str(e))
 

@@ -15,6 +15,7 @@ from typing import Mapping
 from ..engine import EngineConfig
 from ..errors import ConfigError
 from ..validation import require_at_least, require_finite, require_positive
+from .endpointing import EndpointLimits
 
 __all__ = ["ServerConfig", "ENV_PREFIX", "env_overrides"]
 
@@ -62,6 +63,10 @@ class ServerConfig:
     webhook_timeout_seconds: float = 5.0
     webhook_max_attempts: int = 6
     webhook_backoff_seconds: float = 0.5
+    # bounds on the endpoint rules a client may set per connection (seconds): the trailing
+    # silences (ruleN_min_trailing_silence) and the utterance lengths (ruleN_min_utterance_length)
+    max_endpoint_silence: float = 30.0
+    max_endpoint_utterance: float = 600.0
 
     def __post_init__(self) -> None:
         require_finite(self, "server")
@@ -72,7 +77,8 @@ class ServerConfig:
         require_at_least(self, "server", ("max_connections", "max_message_bytes",
                                           "max_upload_bytes"), 1)
         require_positive(self, "server", ("max_stream_seconds", "idle_timeout_seconds",
-                                          "drain_timeout_seconds"))
+                                          "drain_timeout_seconds", "max_endpoint_silence",
+                                          "max_endpoint_utterance"))
         require_at_least(self, "server", ("subscriber_queue", "webhook_queue",
                                           "webhook_max_attempts"), 1)
         require_positive(self, "server", ("webhook_timeout_seconds",
@@ -88,6 +94,10 @@ class ServerConfig:
     def engine_config(self) -> EngineConfig:
         return EngineConfig(max_batch=self.max_batch, max_wait_ms=self.max_wait_ms,
                             workers=self.workers, max_pending_seconds=self.max_pending_seconds)
+
+    def endpoint_limits(self) -> EndpointLimits:
+        return EndpointLimits(max_silence=self.max_endpoint_silence,
+                              max_utterance=self.max_endpoint_utterance)
 
     @property
     def tls(self) -> bool:

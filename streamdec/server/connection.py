@@ -128,10 +128,17 @@ class Connection:
         self.lives = []
         for _ in range(options.channels):
             self.lives.append(engine.open(search=options.search, hotwords=options.hotwords,
-                                          phrases=options.phrases, vad=options.vad))
+                                          phrases=options.phrases, vad=options.vad,
+                                          endpoint=options.endpoint))
         self.options = options
         if self._pump is not None and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.context.config.idle_timeout_seconds)
+
+    async def force_final(self) -> None:
+        """End the open utterance of every channel now; their finals follow at once
+        (``LiveStream.force_final``)."""
+        for live in self.lives:
+            await live.force_final()
 
     def finish(self) -> None:
         """End of input on every channel (their last results follow); stops the idle timer."""

@@ -13,6 +13,9 @@ parameter          meaning                                                     d
 ``vad``            ``true`` | ``false``: skip silence with the voice activity  the server's
                    detector (``[vad] enabled``)
 ``token``          bearer token, for clients that cannot set a header          -
+``ruleN_...``      the endpoint rules (``endpointing.ENDPOINT_KEYS``: seconds   the server's
+                   of trailing silence / utterance length, within the
+                   server's bounds)
 =================  ==========================================================  ============
 
 ``parse_options`` is pure: it validates everything once and raises ``OptionError`` with the
@@ -24,9 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from ..endpoint import EndpointConfig
 from ..errors import ConfigError
 from ..pcm import ENCODINGS
 from ..search.config import SEARCH_METHODS, SearchConfig
+from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MIN_RATE",
            "MAX_RATE", "MAX_CHANNELS", "KNOWN"]
@@ -35,7 +40,7 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token", "vad")
+         "token", "vad") + ENDPOINT_KEYS
 #: the search grammar mode uses when the connection's search is greedy
 GRAMMAR_SEARCH = "modified_beam"
 
@@ -55,6 +60,7 @@ class StreamOptions:
     hotwords: tuple[str, ...] = ()
     phrases: tuple[str, ...] | None = None  # grammar mode: only these phrases (or [unk])
     vad: bool | None = None  # voice activity detection on/off (None: the server's default)
+    endpoint: EndpointConfig | None = None  # this connection's endpoint rules (None: the server's)
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -68,6 +74,9 @@ class StreamOptions:
             out["phrases"] = len(self.phrases)
         if self.vad is not None:
             out["vad"] = self.vad
+        if self.endpoint is not None:
+            out["endpoint"] = [[r.min_trailing_silence, r.min_utterance_length]
+                               for r in self.endpoint.rules]
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -108,9 +117,12 @@ def validate_rate(rate: int) -> int:
 
 
 def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encoding: str,
-                  search: SearchConfig) -> StreamOptions:
+                  search: SearchConfig, endpoint: EndpointConfig | None = None,
+                  endpoint_limits: EndpointLimits | None = None) -> StreamOptions:
     """Options from ``query`` (name -> values, as parsed from a URL) over the protocol's
-    defaults ``sample_rate`` / ``encoding`` and the server's ``search`` config."""
+    defaults ``sample_rate`` / ``encoding``, the server's ``search`` config and its
+    ``endpoint`` rules (which the ``ruleN_...`` parameters change within
+    ``endpoint_limits``)."""
     unknown = sorted(set(query) - set(KNOWN))
     if unknown:
         raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
@@ -156,4 +168,17 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if vad not in ("true", "false"):
             raise OptionError(f"vad must be true or false, got {vad!r}")
         options = replace(options, vad=vad == "true")
-    return options
+    rules = _endpoint(query, endpoint or EndpointConfig(), endpoint_limits or EndpointLimits())
+    return replace(options, endpoint=rules) if rules is not None else options
+
+
+def _endpoint(query: Mapping[str, Sequence[str]], base: EndpointConfig,
+              limits: EndpointLimits) -> EndpointConfig | None:
+    """The connection's endpoint rules when the query sets any (None: the server's)."""
+    values = {key: _one(query, key) for key in ENDPOINT_KEYS if key in query}
+    if not values:
+        return None
+    try:
+        return endpoint_config(values, base, limits, text=True)
+    except ConfigError as e:
+        raise OptionError(str(e)) from None

@@ -1,10 +1,15 @@
 """The sherpa-onnx streaming protocol (served at ``/`` and ``/sherpa``).
 
 Client -> server: binary messages of little-endian float32 samples in [-1, 1] (by default;
-see ``options``), the text ``Done`` to end the input. Server -> client: after each decoded
-chunk that changed the text, and at each endpoint, the open segment as JSON with the
-fields in sherpa-onnx's order (``sherpa_message``); after ``Done`` the last result with
-``is_final`` and ``is_eof`` true, then the text ``Done!``; the server then closes.
+see ``options``), the text ``Done`` to end the input, the text ``Finalize`` to end the
+current utterance now (force-final: all the audio sent so far is decoded, the last chunk
+padded with silence, then the segment's final is sent at once, with empty text when it
+has none, and the next audio opens a new segment where that audio ended).
+Server -> client: after each decoded chunk that changed the text (or its stable part),
+and at each endpoint, the open segment as JSON with the fields in
+sherpa-onnx's order (``sherpa_message``) and one more at the end, ``stable``: how many
+leading characters of ``text`` will not change any more; after ``Done`` the last result
+with ``is_final`` and ``is_eof`` true, then the text ``Done!``; the server then closes.
 With ``channels=2`` every message also has ``"channel"``, and ``Done!`` follows the last
 result of both channels.
 """
@@ -18,10 +23,11 @@ from ..errors import DecodeError
 from ..results import Result
 from .connection import DRAIN, ClientError, Connection, Disconnected
 
-__all__ = ["sherpa_message", "trailing_blanks", "run_sherpa", "DONE", "DONE_REPLY"]
+__all__ = ["sherpa_message", "trailing_blanks", "run_sherpa", "DONE", "DONE_REPLY", "FINALIZE"]
 
 DONE = "Done"
 DONE_REPLY = "Done!"
+FINALIZE = "Finalize"
 
 
 def trailing_blanks(result: Result, frame_seconds: float) -> int:
@@ -50,6 +56,7 @@ def sherpa_message(result: Result, frame_seconds: float, channel: int | None = N
         "start_time": round(result.start_time, 2),
         "is_final": result.is_final,
         "is_eof": result.is_eof,
+        "stable": result.stable_chars,  # not sherpa-onnx's: its clients ignore it
     }
     if channel is not None:
         message["channel"] = channel
@@ -82,9 +89,24 @@ async def _read(conn: Connection) -> None:
             await conn.feed(message)
         elif message == DONE:
             conn.finish()
+        elif message == FINALIZE:
+            await _finalize(conn, draining)
         else:
-            raise ClientError("bad_message", f"expected audio (binary) or the text {DONE!r}, "
-                                             f"got text {message[:40]!r}")
+            raise ClientError("bad_message", f"expected audio (binary) or the text {DONE!r} "
+                                             f"or {FINALIZE!r}, got text {message[:40]!r}")
+
+
+async def _finalize(conn: Connection, draining: bool) -> None:
+    """``Finalize``: the open utterance of every channel ends now (ignored while draining:
+    the last finals are on their way)."""
+    if draining:
+        return
+    if conn.finished:
+        raise ClientError("bad_message", f"{FINALIZE} after {DONE}")
+    if any(live.stream.state.vad is not None for live in conn.lives):
+        raise ClientError("bad_message", f"{FINALIZE} is not available with vad=true: the "
+                                         "voice activity detector's silence ends utterances")
+    await conn.force_final()
 
 
 async def run_sherpa(conn: Connection) -> None:

@@ -4,6 +4,8 @@ A multipart form with ``file`` (any format soundfile reads) and optionally
 ``response_format`` (``json`` | ``text`` | ``srt`` | ``vtt`` | ``verbose_json``);
 ``model``, ``language``, ``prompt``, ``temperature`` and ``timestamp_granularities[]`` are
 accepted and ignored (the server has one model; ``verbose_json`` always has word times).
+streamdec's own fields: the endpoint rules ``ruleN_min_trailing_silence`` /
+``ruleN_min_utterance_length`` (``endpointing``), where the file's segments end.
 The audio is decoded by the engine like any live stream, batched with them.
 
 ``render`` (pure) makes each format's body from the final results.
@@ -17,9 +19,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import DecodeError
+from ..errors import ConfigError, DecodeError
 from ..formats import subtitles, transcript
 from ..results import Result
+from .endpointing import ENDPOINT_KEYS, endpoint_config
 
 __all__ = ["RESPONSE_FORMATS", "render", "read_upload", "UploadError"]
 
@@ -28,7 +31,7 @@ _MEDIA = {"json": "application/json", "verbose_json": "application/json",
           "text": "text/plain; charset=utf-8", "srt": "application/x-subrip; charset=utf-8",
           "vtt": "text/vtt; charset=utf-8"}
 _FIELDS = ("file", "response_format", "model", "language", "prompt", "temperature",
-           "timestamp_granularities[]", "timestamp_granularities")
+           "timestamp_granularities[]", "timestamp_granularities") + ENDPOINT_KEYS
 
 
 class UploadError(ValueError):
@@ -118,6 +121,7 @@ async def transcribe_upload(context, request):
             if fmt not in RESPONSE_FORMATS:
                 raise UploadError(f"unsupported response_format {fmt!r}: one of "
                                   f"{', '.join(RESPONSE_FORMATS)}")
+            endpoint = _endpoint(form, context)
             data = await upload.read()
             if len(data) > limit:
                 return error(413, f"upload is over the limit of {limit} bytes", "too_big")
@@ -125,7 +129,7 @@ async def transcribe_upload(context, request):
         except UploadError as e:
             return error(400, str(e), "bad_request")
         try:
-            finals = await _transcribe(context.engine, rate, samples)
+            finals = await _transcribe(context.engine, rate, samples, endpoint)
         except DecodeError as e:  # counted by the engine's observer
             return JSONResponse({"error": {"message": str(e), "type": "decode_failed"}}, 500)
         body, media = render(finals, fmt, len(samples) / rate, form.get("language"))
@@ -135,9 +139,22 @@ async def transcribe_upload(context, request):
         context.release("http")
 
 
-async def _transcribe(engine, rate: int, samples: np.ndarray) -> list[Result]:
-    """Final results of a whole file decoded by the engine (1 s pieces, back-pressured)."""
-    live = engine.open()
+def _endpoint(form, context):
+    """The request's endpoint rules (None: the server's); UploadError when out of bounds."""
+    values = {key: form.get(key) for key in ENDPOINT_KEYS if key in form}
+    if not values:
+        return None
+    try:
+        return endpoint_config(values, context.engine.recognizer.config.endpoint,
+                               context.config.endpoint_limits(), text=True)
+    except ConfigError as e:
+        raise UploadError(str(e)) from None
+
+
+async def _transcribe(engine, rate: int, samples: np.ndarray, endpoint=None) -> list[Result]:
+    """Final results of a whole file decoded by the engine (1 s pieces, back-pressured),
+    with ``endpoint`` rules (None: the server's)."""
+    live = engine.open(endpoint=endpoint)
     try:
         for i in range(0, len(samples), rate):
             await live.feed(rate, samples[i:i + rate])

@@ -1,14 +1,17 @@
 """The Vosk server protocol (served at ``/vosk``, and at ``/`` of ``--vosk-port``).
 
 Client -> server: optionally first the text ``{"config": {"sample_rate": 8000, "words": 1,
-"max_alternatives": 0, "phrase_list": [...]}}`` (no reply, as Vosk); then binary messages
+"max_alternatives": 0, "phrase_list": [...]}}`` (no reply, as Vosk; streamdec also takes
+the endpoint rules' keys ``ruleN_min_trailing_silence`` / ``ruleN_min_utterance_length``,
+see ``endpointing``); then binary messages
 of int16 little-endian PCM (8 kHz unless the config or the URL says otherwise);
 ``{"eof" : 1}`` ends the stream, ``{"reset" : 1}`` ends the current utterance and goes on.
 
 Server -> client: exactly one text reply per message (config excepted), sent once every
 whole chunk of that message's audio is decoded:
 
-- ``{"partial": "..."}`` while an utterance is open;
+- ``{"partial": "...", "stable": n}`` while an utterance is open (``stable``, not Vosk's:
+  how many leading characters of ``partial`` will not change any more);
 - ``{"text": "...", "result": [{"word", "start", "end", "conf"}, ...]}`` when one (or,
   for a message long enough to hold several, more than one, merged) ended; ``result`` when
   words are on (the default) and there are words; times in seconds from the stream start;
@@ -28,13 +31,16 @@ from typing import Sequence
 from ..errors import DecodeError, StreamdecError
 from ..results import Result
 from .connection import DRAIN, ClientError, Connection
+from ..endpoint import EndpointConfig
+from ..errors import ConfigError
+from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 from .options import MAX_RATE, MIN_RATE, OptionError, validate_rate
 
 __all__ = ["VoskSettings", "parse_vosk_config", "vosk_partial", "vosk_final", "run_vosk",
            "MAX_ALTERNATIVES"]
 
 MAX_ALTERNATIVES = 20
-_CONFIG_KEYS = ("sample_rate", "words", "max_alternatives", "phrase_list")
+_CONFIG_KEYS = ("sample_rate", "words", "max_alternatives", "phrase_list") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class VoskSettings:
     words: bool = True
     max_alternatives: int = 0
     phrases: tuple[str, ...] | None = None  # phrase_list: grammar mode (None: off)
+    endpoint: EndpointConfig | None = None  # the endpoint rules set (None: the server's)
 
 
 def _integer(name: str, value, low: int, high: int) -> int:
@@ -55,8 +62,11 @@ def _integer(name: str, value, low: int, high: int) -> int:
     return int(value)
 
 
-def parse_vosk_config(config, current: VoskSettings) -> VoskSettings:
+def parse_vosk_config(config, current: VoskSettings, endpoint: EndpointConfig | None = None,
+                      limits: EndpointLimits | None = None) -> VoskSettings:
     """The settings after a config message's ``config`` object (ClientError when invalid).
+    Endpoint keys change ``current.endpoint`` or else the server's rules ``endpoint``,
+    within ``limits``.
     A non-empty ``phrase_list`` turns grammar mode on: the stream recognises only those
     phrases, one or more in a row; ``"[unk]"`` in the list lets anything else through as
     ``[unk]``."""
@@ -88,6 +98,13 @@ def parse_vosk_config(config, current: VoskSettings) -> VoskSettings:
             raise ClientError("bad_config", "config phrase_list must be a list of non-empty "
                                             "strings")
         changes["phrases"] = tuple(p.strip() for p in phrases) or None
+    rules = {key: config[key] for key in ENDPOINT_KEYS if key in config}
+    if rules:
+        try:
+            changes["endpoint"] = endpoint_config(rules, current.endpoint or endpoint
+                                                  or EndpointConfig(), limits or EndpointLimits())
+        except ConfigError as e:
+            raise ClientError("bad_config", f"config {e}") from None
     return replace(current, **changes)
 
 
@@ -96,8 +113,11 @@ def _words(result: Result, offset: float) -> list[dict]:
              "end": round(w.end + offset, 6), "conf": w.conf} for w in result.words]
 
 
-def vosk_partial(text: str, channel: int | None = None) -> dict:
-    reply = {"partial": text}
+def vosk_partial(text: str, channel: int | None = None, stable: int | None = None) -> dict:
+    """A partial reply; ``stable``: leading characters of ``text`` that will not change."""
+    reply: dict = {"partial": text}
+    if stable is not None:
+        reply["stable"] = stable
     if channel is not None:
         reply["channel"] = channel
     return reply
@@ -135,14 +155,15 @@ class _Channel:
     def __init__(self) -> None:
         self.finals: list[Result] = []
         self.partial = ""
+        self.stable = 0  # leading characters of ``partial`` that will not change
 
     def take(self, results: Sequence[Result]) -> None:
         for r in results:
             if r.is_final:
                 self.finals.append(r)
-                self.partial = ""
+                self.partial, self.stable = "", 0
             else:
-                self.partial = r.text
+                self.partial, self.stable = r.text, r.stable_chars
 
 
 async def run_vosk(conn: Connection) -> None:
@@ -167,7 +188,7 @@ async def run_vosk(conn: Connection) -> None:
                 message = vosk_final(state.finals, settings, offset, tag)
                 state.finals = []
             else:
-                message = vosk_partial(state.partial, tag)
+                message = vosk_partial(state.partial, tag, state.stable)
             await conn.send(json.dumps(message, ensure_ascii=False))
 
     async def end_utterance() -> None:
@@ -206,9 +227,13 @@ async def run_vosk(conn: Connection) -> None:
             if "config" in command:
                 if audio_started:
                     raise ClientError("bad_config", "config must come before the audio")
-                new = parse_vosk_config(command["config"], settings)
-                if (new.max_alternatives, new.phrases) != (settings.max_alternatives,
-                                                           settings.phrases):
+                recognizer = conn.context.engine.recognizer
+                new = parse_vosk_config(command["config"], settings, recognizer.config.endpoint,
+                                        conn.context.config.endpoint_limits())
+                if new.endpoint != settings.endpoint:
+                    conn.options = replace(conn.options, endpoint=new.endpoint)
+                if (new.max_alternatives, new.phrases, new.endpoint) != (
+                        settings.max_alternatives, settings.phrases, settings.endpoint):
                     _reopen(conn, new)
                 settings = new
                 conn.options = replace(conn.options, sample_rate=settings.sample_rate)

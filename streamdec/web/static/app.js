@@ -6,11 +6,12 @@
 // first (GET /admission, same query) and again after a failed handshake, and says what
 // went wrong: server unreachable, full (503), token needed (401), bad options (400).
 
-import { finalOf, shortClock, srt, txt } from "./subtitles.js";
+import { finalOf, partialParts, shortClock, srt, txt } from "./subtitles.js";
 
 const BLOCK_SECONDS = 0.05; // audio per WebSocket message
 // query parameters of this page's address that are passed on to the server
-const SERVER_OPTIONS = ["token", "search", "beam", "hotwords", "phrases"];
+const SERVER_OPTIONS = ["token", "search", "beam", "hotwords", "phrases",
+  ...[1, 2, 3].flatMap((n) => [`rule${n}_min_trailing_silence`, `rule${n}_min_utterance_length`])];
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -50,10 +51,18 @@ function followBottom(update) {
   if (atBottom) ui.captions.scrollTop = ui.captions.scrollHeight;
 }
 
-function showPartial(segment, text) {
+// The open utterance: its stable part steady, the rest (which may still change) lighter.
+function showPartial(segment, message) {
   followBottom(() => {
     ui.partial.dataset.segment = segment;
-    ui.partial.textContent = text;
+    const [stable, unstable] = message ? partialParts(message) : ["", ""];
+    const steady = document.createElement("span");
+    steady.className = "stable";
+    steady.textContent = stable;
+    const moving = document.createElement("span");
+    moving.className = "unstable";
+    moving.textContent = unstable;
+    ui.partial.replaceChildren(steady, moving);
   });
 }
 
@@ -273,7 +282,7 @@ function onServerMessage(s, data) {
   }
   const final = finalOf(message, s.frameSeconds, s.offset);
   if (final) addFinal(final);
-  else showPartial(message.segment, message.is_final ? "" : message.text);
+  else showPartial(message.segment, message.is_final ? null : message);
 }
 
 function onClosed(s, event) {

@@ -67,6 +67,14 @@ export function finalOf(message, frameSeconds, offset = 0) {
            words: wordsOf(message, frameSeconds, offset) };
 }
 
+// A partial result message's text as [stable, unstable]: `stable` (streamdec's field) counts
+// the leading characters (code points) that will not change any more; 0 without it.
+export function partialParts(message) {
+  const chars = [...message.text];
+  const stable = Math.min(Math.max(message.stable || 0, 0), chars.length);
+  return [chars.slice(0, stable).join(""), chars.slice(stable).join("")];
+}
+
 // Words as lines of at most `width` characters, each line filled before the next.
 function fill(words, width) {
   const lines = [words[0]];
