@@ -127,3 +127,13 @@ class Segmenter:
               ) -> tuple[list[Result], SearchState, SegmentState]:
         """End the open segment now (a force-final): its final (empty when it has no text),
         the search restarted at ``state.frame_offset`` and the next segment's state.
+        ``closing``: the last chunk was padded with silence; the final ends where the audio
+        did, and the next segment starts there, the silence taken out of its times."""
+        if closing is None:
+            final = self.final(search, state, seg)
+            nxt = SegmentState(shift=seg.shift)
+        else:
+            final = self.final(search, state, seg, end_limit=closing.audio_end)
+            nxt = SegmentState(shift=seg.shift + closing.inserted, start=final.end_time)
+        segment = seg.segment + 1 if final.token_ids else seg.segment
+        return [final], search.reset(state), replace(nxt, segment=segment)
