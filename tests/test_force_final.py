@@ -10,7 +10,8 @@ sentences with 1.5 s and 0.8 s of silence between them.
   and at 8 kHz (resampled);
 - ``Recognizer.end_segment`` closes it where decoding stands; an empty segment closed on
   request gives an empty final and keeps its id; both are refused while a decode is in
-  flight or after the end, and a request while a whole chunk waits (StreamStateError).
+  flight or after the end, and a request while a whole chunk waits (StreamStateError);
+- a stream with a voice activity detector refuses a requested final (StreamStateError).
 """
 
 from __future__ import annotations
@@ -179,3 +180,17 @@ def test_force_final_refused_in_flight_and_after_the_end(rec, sentences):
         rec.end_segment(s)
     with pytest.raises(StreamStateError, match="between decodes"):
         rec.request_final(s)
+
+
+def test_force_final_refused_on_a_stream_with_a_vad(rec, sentences):
+    """A stream gated by the voice activity detector ends utterances at the VAD's silence;
+    a requested final is refused (StreamStateError), and the stream goes on decoding."""
+    s = rec.create_stream(vad=True)
+    decode(rec, s, sentences[0], 1600)
+    with pytest.raises(StreamStateError, match="voice activity detection"):
+        rec.request_final(s)
+    s.input_finished()
+    while rec.is_ready(s):
+        rec.decode([s])
+    assert s.error is None
+    assert [e.text for e in s.pop_events() if e.is_final][-1]
