@@ -6,7 +6,7 @@ detection, ``streamdec.vad``), ``[audio]``, ``[server]`` (the
 daemon, ``streamdec.server.config``) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
-Relative paths in a file (``model.model_dir``, ``search.hotwords_file``, the server's
+Relative paths in a file (``model.model_dir``, ``model.encoder`` etc., ``search.hotwords_file``, the server's
 ``token_file``, ``tls_cert``, ``tls_key``) are relative to the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
 else they name files of the model directory. The built-in configs (``default``,
 ``telephony``, ``low-latency``, ``accurate``) ship inside the package
@@ -43,7 +43,8 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: (table, key) of settings that name files: relative to the config file that sets them
 PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"), ("server", "token_file"),
-             ("server", "tls_cert"), ("server", "tls_key"))
+             ("server", "tls_cert"), ("server", "tls_key"), ("model", "encoder"),
+             ("model", "decoder"), ("model", "joiner"), ("model", "tokens"))
 #: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config
 #: file when they exist there, else left for the model directory (``Recognizer.model_file``)
 MODEL_PATH_KEYS = (("search", "lang_dir"), ("search", "lm_file"))

@@ -40,6 +40,7 @@ from .endpoint import EndpointConfig
 from .errors import DecodeError, ModelLoadError, StreamStateError
 from .features import FeatureConfig
 from .models import ModelConfig, TransducerModel, load_model
+from .models.files import find_model_files
 from .models.base import complete_meta
 from .results import Result
 from .search import DecoderCache, Search, SearchConfig, make_search
@@ -79,12 +80,13 @@ class Recognizer:
     def __init__(self, config: RecognizerConfig | None = None,
                  model: TransducerModel | None = None, symbols: SymbolTable | None = None):
         self.config = config or RecognizerConfig()
-        self.model = model or load_model(self.config.model)
-        self.symbols = symbols or SymbolTable.from_file(self.config.model.path / "tokens.txt")
+        #: the files the model was loaded from (None when model and symbols were given)
+        self.model_files = (find_model_files(self.config.model)
+                            if model is None or symbols is None else None)
+        self.model = model or load_model(self.config.model, self.model_files)
+        self.symbols = symbols or SymbolTable.from_file(self.model_files.tokens)
         model_dir, features = self.config.model.path, self.config.features
-        if len(self.symbols) != self.model.meta.vocab_size:
-            raise ModelLoadError(f"{model_dir / 'tokens.txt'}: {len(self.symbols)} "
-                                 f"symbols but the joiner outputs {self.model.meta.vocab_size}")
+        self.symbols.check_vocab(self.model.meta.vocab_size)
         if features.num_bins != self.model.meta.feature_dim:
             raise ModelLoadError(f"features.num_bins {features.num_bins} != the "
                                  f"encoder's input dim {self.model.meta.feature_dim}")

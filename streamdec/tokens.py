@@ -2,7 +2,10 @@
 
 tokens.txt holds one ``symbol id`` per line; a line holding only an id is a space. Blank
 is ``<blk>`` (id 0), ``<unk>`` is never emitted. A ``▁`` (U+2581) marks a word start and
-becomes a space in text; ``<0xNN>`` pieces are byte fallback.
+becomes a space in text; ``<0xNN>`` pieces are byte fallback (their bytes are joined, then
+read as UTF-8). Disambiguation symbols ``#0``, ``#1``, ... that icefall's lang directories
+append are not units of the model and are skipped; ``check_vocab`` then asks that the ids
+be exactly 0..V-1 for a joiner with V outputs.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ __all__ = ["SymbolTable", "WORD_START"]
 WORD_START = "\u2581"
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SPECIAL = re.compile(r"^<[^>]+>$")
+_DISAMBIG = re.compile(r"^#\d+$")
 
 
 def _symbol_bytes(sym: str) -> bytes:
@@ -28,6 +32,11 @@ def _symbol_bytes(sym: str) -> bytes:
     if _SPECIAL.match(sym):
         return b""
     return sym.replace(WORD_START, " ").encode("utf-8")
+
+
+def _ids(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:5]))
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
 
 
 class SymbolTable:
@@ -41,6 +50,7 @@ class SymbolTable:
         self.blank_id = self.symbol_to_id.get("<blk>", 0)
         self.unk_id = self.symbol_to_id.get("<unk>")
         self.bpe_model: Path | None = None  # sentencepiece model used by ``encode``
+        self.path: Path | None = None  # the tokens file read, for messages
         self._sp = None
         self._bytes = {i: _symbol_bytes(s) for i, s in self.id_to_symbol.items()}  # id -> text
 
@@ -59,17 +69,40 @@ class SymbolTable:
                 continue
             parts = line.split()
             sym, idx = (" ", parts[0]) if len(parts) == 1 else (parts[0], parts[-1])
+            if _DISAMBIG.match(sym):
+                continue
             try:
-                table[int(idx)] = sym
+                i = int(idx)
             except ValueError:
                 raise ModelLoadError(f"{path}:{n}: expected 'symbol id', got {line!r}") from None
+            if i in table:
+                raise ModelLoadError(f"{path}:{n}: id {i} given twice ({table[i]!r} and "
+                                     f"{sym!r})")
+            table[i] = sym
         symbols = cls(table)
+        symbols.path = path
         bpe = path.parent / "bpe.model"
         symbols.bpe_model = bpe if bpe.is_file() else None
         return symbols
 
     def __len__(self) -> int:
         return len(self.id_to_symbol)
+
+    def check_vocab(self, vocab_size: int) -> None:
+        """ModelLoadError unless the ids are exactly 0..vocab_size-1 (the joiner's outputs)."""
+        where = self.path or "tokens"
+        missing = [i for i in range(vocab_size) if i not in self.id_to_symbol]
+        extra = sorted(i for i in self.id_to_symbol if not 0 <= i < vocab_size)
+        if missing or extra:
+            problems = []
+            if missing:
+                problems.append(f"lacks id(s) {_ids(missing)}")
+            if extra:
+                problems.append(f"has id(s) {_ids(extra)} beyond them")
+            raise ModelLoadError(f"{where}: the joiner outputs {vocab_size} units (ids 0.."
+                                 f"{vocab_size - 1}) but the tokens file {' and '.join(problems)}"
+                                 f" ({len(self)} symbols, not counting #N disambiguation "
+                                 "symbols)")
 
     def symbols(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_symbol.get(i, "<unk>") for i in ids]

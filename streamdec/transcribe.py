@@ -12,7 +12,9 @@ One bad input fails alone, as an error in its own result:
   rejects: NaN/inf, floats beyond [-1, 1]) keeps the events of the audio before the
   damage, with ``error`` set (``duration`` says how much was transcribed);
 - a file that holds less audio than its header promises is transcribed to its end, with
-  a warning.
+  a warning;
+- an input whose decoding fails (the model raised) keeps the events decoded before, with
+  ``error`` set to the DecodeError naming the input.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .audio_file import AudioFile, AudioFileError, RawFormat
-from .errors import AudioInputError, StreamdecError
+from .errors import AudioInputError, DecodeError, StreamdecError
 from .recognizer import Recognizer
 from .results import Result
 
@@ -101,6 +103,9 @@ class _FileJob:
             self.result.events.append(event)
             if on_event:
                 on_event(self.result.path, event)
+        if self.stream.error is not None and self.result.error is None:
+            # decoding failed: the input's error, never an empty success
+            self.result.error = DecodeError(f"{self.audio.label}: {self.stream.error}")
 
     @property
     def _seconds_accepted(self) -> float:

@@ -57,16 +57,24 @@ def sherpa_decode(model_dir, model_type: str, audio: np.ndarray, tail_padding_fr
                   method: str = "greedy_search", paths: int = 4):
     """sherpa-onnx's result on the same model files and audio, with the same tail padding
     streamdec adds itself (sherpa-onnx runs only whole chunks)."""
+    return sherpa_result(model_dir / "encoder.onnx", model_dir / "decoder.onnx",
+                         model_dir / "joiner.onnx", model_dir / "tokens.txt", audio,
+                         tail_padding_frames * 160, method, paths, model_type)
+
+
+def sherpa_result(encoder, decoder, joiner, tokens, audio: np.ndarray, tail_samples: int,
+                  method: str = "greedy_search", paths: int = 4, model_type: str = ""):
+    """sherpa-onnx's result on the given files: 16 kHz float32 ``audio``, then
+    ``tail_samples`` zeros, then the end of input; ``model_type`` "" lets sherpa-onnx detect
+    it from the metadata."""
     import sherpa_onnx
 
     rec = sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(model_dir / "tokens.txt"), encoder=str(model_dir / "encoder.onnx"),
-        decoder=str(model_dir / "decoder.onnx"), joiner=str(model_dir / "joiner.onnx"),
+        tokens=str(tokens), encoder=str(encoder), decoder=str(decoder), joiner=str(joiner),
         num_threads=1, sample_rate=16000, feature_dim=80, decoding_method=method,
         max_active_paths=paths, model_type=model_type)
     s = rec.create_stream()
-    s.accept_waveform(16000, np.concatenate([audio, np.zeros(tail_padding_frames * 160,
-                                                              np.float32)]))
+    s.accept_waveform(16000, np.concatenate([audio, np.zeros(tail_samples, np.float32)]))
     s.input_finished()
     while rec.is_ready(s):
         rec.decode_stream(s)

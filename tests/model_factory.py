@@ -1,12 +1,16 @@
 """Random-weight streaming transducers in three encoder-state layouts, exported to ONNX in
 the published icefall / sherpa-onnx format (inputs bound by position, metadata
-``model_type``, ``T``, ``decode_chunk_len``, ``context_size``, ``vocab_size``). Test fixtures, not models to use.
+``model_type``, ``T``, ``decode_chunk_len``, ``context_size``, ``vocab_size`` and what
+sherpa-onnx reads of each family). Small and fast test fixtures with a 12-unit vocabulary,
+not models to use; the exporters' own output is in tests/fixtures/published-layouts.
 
 - ``lstm``: state0 (layers, N, d_model), state1 (layers, N, hidden): batch axis 1.
 - ``conformer``: cached_attn (layers, left, N, dim), cached_conv (layers, k-1, N, dim):
-  batch axis 2; processed_lens (N,) int64.
-- ``zipformer2``: cached_key (left, N, dim) axis 1, cached_conv (N, dim, k-1) axis 0,
-  embed_states (N, 4, 3) axis 0, processed_lens (N,) int64 axis 0.
+  batch axis 2; processed_lens (N,) int64 is an input only (the runtime fills it with the
+  feature frames already processed), so it returns 2 states for 3.
+- ``zipformer2``: one stack of one layer as icefall's exporter lays it out: cached_key,
+  cached_nonlin_attn, cached_val1, cached_val2 (batch axis 1), cached_conv1, cached_conv2,
+  embed_states (N, 128, 3, 19) and processed_lens (N,) int64 (batch axis 0).
 
 Every state influences the output, so a stacking or carrying mistake changes tokens.
 The subsampling turns T = 35 feature frames into exactly 8 encoder frames (decode chunk 32).
@@ -110,6 +114,9 @@ def _lstm_encoder(torch, layers=2, hidden=40):
 
 
 def _conformer_encoder(torch, layers=2, left=16, kernel=5):
+    """The layout of icefall's pruned_transducer_stateless5/export-onnx-streaming.py: inputs
+    x, cached_attn, cached_conv, processed_lens; outputs encoder_out and the two caches
+    only (the runtime fills processed_lens: the feature frames already processed)."""
     nn = torch.nn
 
     class ConformerEncoder(nn.Module):
@@ -124,8 +131,9 @@ def _conformer_encoder(torch, layers=2, left=16, kernel=5):
 
         def forward(self, x, cached_attn, cached_conv, processed_lens):
             y = self.sub(x)  # (N, T', DIM)
-            pos = torch.arange(left).unsqueeze(0)  # cache slot j valid if j >= left - lens
-            valid = torch.cat([pos >= (left - processed_lens.unsqueeze(1)),
+            done = processed_lens * T_OUT // CHUNK_SHIFT  # encoder frames already processed
+            pos = torch.arange(left).unsqueeze(0)  # cache slot j valid if j >= left - done
+            valid = torch.cat([pos >= (left - done.unsqueeze(1)),
                                torch.ones(y.shape[0], T_OUT, dtype=torch.bool)], dim=1)
             new_attn, new_conv = [], []
             for l in range(layers):
@@ -138,61 +146,100 @@ def _conformer_encoder(torch, layers=2, left=16, kernel=5):
                 conv = sum(padded[:, j:j + T_OUT] * self.conv[l][j] for j in range(kernel))
                 new_conv.append(padded[:, -(kernel - 1):].transpose(0, 1))
                 y = torch.tanh(y + conv)
-            return (self.out(y), torch.stack(new_attn), torch.stack(new_conv),
-                    processed_lens + T_OUT)
+            return self.out(y), torch.stack(new_attn), torch.stack(new_conv)
 
     enc = ConformerEncoder()
     inputs = (torch.zeros(1, T_CHUNK, FEAT), torch.zeros(layers, left, 1, DIM),
               torch.zeros(layers, kernel - 1, 1, DIM), torch.zeros(1, dtype=torch.int64))
     names = ["x", "cached_attn", "cached_conv", "processed_lens"]
-    outs = ["encoder_out", "new_cached_attn", "new_cached_conv", "new_processed_lens"]
+    outs = ["encoder_out", "new_cached_attn", "new_cached_conv"]
     axes = {"x": {0: "N"}, "cached_attn": {2: "N"}, "cached_conv": {2: "N"},
             "processed_lens": {0: "N"}, "encoder_out": {0: "N"}, "new_cached_attn": {2: "N"},
-            "new_cached_conv": {2: "N"}, "new_processed_lens": {0: "N"}}
-    return enc, inputs, names, outs, axes, {"model_type": "conformer", "left_context": left}
+            "new_cached_conv": {2: "N"}}
+    meta = {"model_type": "conformer", "version": 1, "comment": "streamdec test model",
+            "pad_length": T_CHUNK - CHUNK_SHIFT, "encoder_dim": DIM,
+            "num_encoder_layers": layers, "cnn_module_kernel": kernel, "left_context": left,
+            "right_context": 0, "chunk_size": T_OUT}
+    return enc, inputs, names, outs, axes, meta
 
 
-def _zipformer2_encoder(torch, left=12, kernel=4):
+def _zipformer2_encoder(torch, left=12, kernel=5, heads=2, head_dim=4):
+    """The state layout of icefall's zipformer/export-onnx-streaming.py with one stack of
+    one layer: cached_key, cached_nonlin_attn, cached_val1, cached_val2, cached_conv1,
+    cached_conv2, then embed_states (N, 128, 3, 19) and processed_lens (N,), each returned
+    updated, with the metadata sherpa-onnx builds the initial states from."""
     nn = torch.nn
+    att, nonlin, pad = heads * head_dim, DIM * 3 // 4, (kernel - 1) // 2
 
     class Zipformer2Encoder(nn.Module):
         def __init__(self):
             super().__init__()
             self.sub = _subsampling(torch)
-            self.k = nn.Linear(DIM, DIM)
-            self.conv = nn.Parameter(torch.randn(DIM, kernel) * 0.3)
-            self.embed = nn.Linear(FEAT, 12)
-            self.embed_back = nn.Linear(12, DIM)
+            self.q, self.k = nn.Linear(DIM, att), nn.Linear(DIM, att)
+            self.v1, self.v2 = nn.Linear(DIM, att), nn.Linear(DIM, att)
+            self.back1, self.back2 = nn.Linear(att, DIM), nn.Linear(att, DIM)
+            self.nl, self.nl_back = nn.Linear(DIM, nonlin), nn.Linear(nonlin, DIM)
+            self.conv1 = nn.Parameter(torch.randn(DIM, pad + 1) * 0.3)
+            self.conv2 = nn.Parameter(torch.randn(DIM, pad + 1) * 0.3)
+            self.embed = nn.Linear(FEAT, 128)
+            self.embed_back = nn.Linear(128, DIM)
             self.out = nn.Linear(DIM, JOINER)
 
-        def forward(self, x, cached_key, cached_conv, embed_states, processed_lens):
+        def _conv(self, cache, y, weight):
+            padded = torch.cat([cache, y.transpose(1, 2)], dim=2)  # (N, DIM, pad + T')
+            conv = sum(padded[:, :, j:j + T_OUT] * weight[:, j:j + 1] for j in range(pad + 1))
+            return conv.transpose(1, 2), padded[:, :, -pad:]
+
+        def forward(self, x, cached_key, cached_nonlin_attn, cached_val1, cached_val2,
+                    cached_conv1, cached_conv2, embed_states, processed_lens):
             y = self.sub(x)
-            y = y + self.embed_back(embed_states.reshape(-1, 12)).unsqueeze(1)
-            keys = torch.cat([cached_key.transpose(0, 1), y], dim=1)
-            valid = torch.cat([torch.arange(left).unsqueeze(0) >= (left - processed_lens.unsqueeze(1)),
+            y = y + self.embed_back(embed_states.mean(dim=(2, 3))).unsqueeze(1)
+            keys = torch.cat([cached_key.transpose(0, 1), self.k(y)], dim=1)
+            valid = torch.cat([torch.arange(left).unsqueeze(0) >=
+                               (left - processed_lens.unsqueeze(1)),
                                torch.ones(y.shape[0], T_OUT, dtype=torch.bool)], dim=1)
-            scores = (y @ self.k(keys).transpose(1, 2)).masked_fill(~valid.unsqueeze(1), -1e4)
-            y = y + torch.softmax(scores / DIM ** 0.5, dim=-1) @ keys
-            padded = torch.cat([cached_conv, y.transpose(1, 2)], dim=2)  # (N, DIM, k-1+T')
-            conv = sum(padded[:, :, j:j + T_OUT] * self.conv[:, j:j + 1] for j in range(kernel))
-            y = torch.tanh(y + conv.transpose(1, 2))
-            new_embed = torch.tanh(self.embed(x[:, -3:].mean(dim=1))).reshape(-1, 4, 3)
-            return (self.out(y), keys[:, -left:].transpose(0, 1), padded[:, :, -(kernel - 1):],
-                    new_embed, processed_lens + T_OUT)
+            scores = (self.q(y) @ keys.transpose(1, 2)).masked_fill(~valid.unsqueeze(1), -1e4)
+            weights = torch.softmax(scores / att ** 0.5, dim=-1)
+            val1 = torch.cat([cached_val1.transpose(0, 1), self.v1(y)], dim=1)
+            y = y + 0.5 * self.back1(weights @ val1)
+            nl = torch.cat([cached_nonlin_attn[0], torch.tanh(self.nl(y))], dim=1)
+            y = y + 0.5 * self.nl_back(weights @ nl)
+            conv, new_conv1 = self._conv(cached_conv1, y, self.conv1)
+            y = y + 0.5 * conv
+            val2 = torch.cat([cached_val2.transpose(0, 1), self.v2(y)], dim=1)
+            y = y + 0.5 * self.back2(weights @ val2)
+            conv, new_conv2 = self._conv(cached_conv2, y, self.conv2)
+            y = torch.tanh(y + 0.5 * conv)
+            new_embed = torch.tanh(0.5 * embed_states +
+                                   self.embed(x[:, -3:].mean(dim=1) / 10.0)[:, :, None, None])
+            return (self.out(y), keys[:, -left:].transpose(0, 1), nl[:, -left:].unsqueeze(0),
+                    val1[:, -left:].transpose(0, 1), val2[:, -left:].transpose(0, 1),
+                    new_conv1, new_conv2, new_embed, processed_lens + T_OUT)
 
     enc = Zipformer2Encoder()
-    inputs = (torch.zeros(1, T_CHUNK, FEAT), torch.zeros(left, 1, DIM),
-              torch.zeros(1, DIM, kernel - 1), torch.zeros(1, 4, 3),
-              torch.zeros(1, dtype=torch.int64))
-    names = ["x", "cached_key_0", "cached_conv1_0", "embed_states", "processed_lens"]
-    outs = ["encoder_out", "new_cached_key_0", "new_cached_conv1_0", "new_embed_states",
-            "new_processed_lens"]
-    axes = {"x": {0: "N"}, "cached_key_0": {1: "N"}, "cached_conv1_0": {0: "N"},
-            "embed_states": {0: "N"}, "processed_lens": {0: "N"}, "encoder_out": {0: "N"},
-            "new_cached_key_0": {1: "N"}, "new_cached_conv1_0": {0: "N"},
-            "new_embed_states": {0: "N"}, "new_processed_lens": {0: "N"}}
-    return enc, inputs, names, outs, axes, {"model_type": "zipformer2"}
+    inputs = (torch.zeros(1, T_CHUNK, FEAT), torch.zeros(left, 1, att),
+              torch.zeros(1, 1, left, nonlin), torch.zeros(left, 1, att),
+              torch.zeros(left, 1, att), torch.zeros(1, DIM, pad), torch.zeros(1, DIM, pad),
+              torch.zeros(1, 128, 3, 19), torch.zeros(1, dtype=torch.int64))
+    states = ["cached_key_0", "cached_nonlin_attn_0", "cached_val1_0", "cached_val2_0",
+              "cached_conv1_0", "cached_conv2_0", "embed_states", "processed_lens"]
+    batch_axis = {"cached_key_0": 1, "cached_nonlin_attn_0": 1, "cached_val1_0": 1,
+                  "cached_val2_0": 1, "cached_conv1_0": 0, "cached_conv2_0": 0,
+                  "embed_states": 0, "processed_lens": 0}
+    axes = {"x": {0: "N"}, "encoder_out": {0: "N"}}
+    for name, axis in batch_axis.items():
+        axes[name] = axes[f"new_{name}"] = {axis: "N"}
+    meta = {"model_type": "zipformer2", "version": 1, "comment": "streamdec test model",
+            "encoder_dims": DIM, "num_encoder_layers": 1, "cnn_module_kernels": kernel,
+            "left_context_len": left, "query_head_dims": head_dim, "value_head_dims": head_dim,
+            "num_heads": heads}
+    return (enc, inputs, ["x", *states], ["encoder_out", *[f"new_{n}" for n in states]], axes,
+            meta)
 
+
+# per layout, a draw of the weights whose greedy output on test_audio is varied (several
+# units, word starts and blanks; the zipformer2 draw of seed 0 emits one unit only)
+_SEED_OFFSET = {"zipformer2": 1}
 
 ENCODERS = {"lstm": _lstm_encoder, "conformer": _conformer_encoder, "zipformer2": _zipformer2_encoder}
 
@@ -238,7 +285,7 @@ def _script_lstm(torch, enc, dec, joiner, inputs, path: Path) -> None:
 def export_test_model(layout: str, out_dir: Path, seed: int = 0) -> Path:
     """Export a random-weight model of ``layout`` into ``out_dir``; returns ``out_dir``."""
     torch = _torch()
-    torch.manual_seed(seed)
+    torch.manual_seed(seed + _SEED_OFFSET.get(layout, 0))
     out_dir.mkdir(parents=True, exist_ok=True)
     enc, inputs, names, outs, axes, meta = ENCODERS[layout](torch)
     dec, joiner = _decoder_and_joiner(torch)

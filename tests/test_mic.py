@@ -119,6 +119,25 @@ def test_captions_played_speech_as_transcribe_does(sink, played, tmp_path, capsy
 
 
 @pytest.mark.slow
+def test_captions_with_a_published_model_directory(sink, played, tmp_path, capsys):
+    """``streamdec mic --model DIR`` with a directory as icefall's exporter writes it (the
+    lstm of tests/fixtures/published-layouts): the same events as transcribe of the
+    capture with that model."""
+    model = ["--model", str(REPO / "tests" / "fixtures" / "published-layouts" / "D-lstm"),
+             "--no-endpoint"]
+    run = caption_playback(sink, [played], ["--format", "jsonl", "--save",
+                                            str(tmp_path / "cap"), *model], tail=1.0)
+    assert run.returncode == 0, run.stderr_text
+    assert "streamdec: model " in run.stderr_text
+    events = [json.loads(line) for _, line in run.lines]
+    finals = [e for e in events if e["type"] == "final"]
+    assert len(finals) == 1 and len(finals[0]["tokens"]) > 10
+    assert main(["transcribe", "--format", "jsonl", str(tmp_path / "cap.wav"), *model]) == 0
+    reference = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [without_file(e) for e in events] == [without_file(e) for e in reference]
+
+
+@pytest.mark.slow
 def test_a_device_that_stops_ends_the_stream_with_an_error(tmp_path):
     """The sound server goes away mid-capture: the last result still comes, then a clear
     error and exit status 1."""

@@ -10,7 +10,9 @@ EXPECTED_AXES = {
     "lstm": [("state0", 1, np.float32), ("state1", 1, np.float32)],
     "conformer": [("cached_attn", 2, np.float32), ("cached_conv", 2, np.float32),
                   ("processed_lens", 0, np.int64)],
-    "zipformer2": [("cached_key_0", 1, np.float32), ("cached_conv1_0", 0, np.float32),
+    "zipformer2": [("cached_key_0", 1, np.float32), ("cached_nonlin_attn_0", 1, np.float32),
+                   ("cached_val1_0", 1, np.float32), ("cached_val2_0", 1, np.float32),
+                   ("cached_conv1_0", 0, np.float32), ("cached_conv2_0", 0, np.float32),
                    ("embed_states", 0, np.float32), ("processed_lens", 0, np.int64)],
 }
 
@@ -86,7 +88,9 @@ def test_missing_dir(tmp_path):
 def test_missing_file(model_dirs, tmp_path):
     d = _copy_model(model_dirs["lstm"], tmp_path / "m")
     (d / "joiner.onnx").unlink()
-    with pytest.raises(ModelLoadError, match=r"joiner\.onnx: model file not found"):
+    with pytest.raises(ModelLoadError, match=r": no joiner network \(joiner\.onnx or "
+                                             r"joiner-\*\.onnx\); ONNX files there: "
+                                             r"decoder\.onnx, encoder\.onnx$"):
         load_model(ModelConfig(model_dir=str(d)))
 
 
@@ -112,7 +116,9 @@ def test_missing_metadata(model_dirs, tmp_path, key):
 def test_tokens_do_not_match_the_joiner(model_dirs, tmp_path):
     d = _copy_model(model_dirs["lstm"], tmp_path / "m")
     (d / "tokens.txt").write_text("<blk> 0\nA 1\n")
-    with pytest.raises(ModelLoadError, match="2 symbols but the joiner outputs 12"):
+    with pytest.raises(ModelLoadError, match=r"the joiner outputs 12 units \(ids 0..11\) but "
+                                             r"the tokens file lacks id\(s\) 2, 3, 4, 5, 6, "
+                                             r"\.\.\. \(10 in all\)"):
         make_recognizer(d)
 
 

@@ -24,7 +24,7 @@ from ..microphone import Capture, find_input_device, require_input_devices
 from ..recognizer import Recognizer
 from ..results import Result
 from .live_line import LiveLine
-from .options import add_recognizer_options, app_config_from_args
+from .options import add_recognizer_options, announce_model, app_config_from_args
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     device = find_input_device(args.device)
     rate = args.rate or device.default_rate
     recognizer = Recognizer(app.recognizer)
+    announce_model(recognizer)
     capture = Capture(device, rate, app.audio.chunk_ms)
     recording = _Recording(args.save, rate) if args.save else None
     if args.format == "jsonl":

@@ -4,14 +4,16 @@ into the frozen config objects (flags override the config file)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
 from ..config import AppConfig, load_config
 from ..hub.cache import resolve_model_dir
 from ..models.config import ModelConfig
+from ..recognizer import Recognizer
 from ..search.config import SEARCH_METHODS, SearchConfig
 
-__all__ = ["HelpFormatter", "add_recognizer_options", "app_config_from_args"]
+__all__ = ["HelpFormatter", "add_recognizer_options", "app_config_from_args", "announce_model"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -34,7 +36,16 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
                    "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
                    help=f"inference backend (default: {ModelConfig.backend})")
-    g.add_argument("--int8", action="store_true", default=None, help="use the *.int8.onnx files")
+    g.add_argument("--int8", action="store_true", default=None,
+                   help="use the *.int8.onnx files (per network, where the directory has one)")
+    g.add_argument("--model-variant", metavar="NAME", help="which of several variants of a "
+                   "model directory to load, e.g. chunk-16-left-64 (default: the largest "
+                   "left context)")
+    for role in ("encoder", "decoder", "joiner"):
+        g.add_argument(f"--{role}", metavar="FILE", help=f"the {role} ONNX file, as "
+                       "sherpa-onnx takes it (default: found in the model directory)")
+    g.add_argument("--tokens", metavar="FILE",
+                   help="tokens.txt (default: the model directory's)")
     g.add_argument("--num-threads", type=int,
                    help=f"threads per ONNX Runtime session (default: {ModelConfig.num_threads})")
     g.add_argument("--search", choices=SEARCH_METHODS,
@@ -79,7 +90,9 @@ def app_config_from_args(args: argparse.Namespace) -> AppConfig:
     rec = replace(
         rec,
         model=_override(rec.model, model_dir=resolve_model_dir(args.model), backend=args.backend,
-                        int8=args.int8, num_threads=args.num_threads),
+                        int8=args.int8, num_threads=args.num_threads, variant=args.model_variant,
+                        encoder=args.encoder, decoder=args.decoder, joiner=args.joiner,
+                        tokens=args.tokens),
         search=_override(rec.search, method=args.search, beam=args.beam,
                          blank_penalty=args.blank_penalty, hotwords_file=args.hotwords_file,
                          hotwords_score=args.hotwords_score, lang_dir=args.lang,
@@ -88,3 +101,11 @@ def app_config_from_args(args: argparse.Namespace) -> AppConfig:
                          lm_file=args.lm, lm_scale=args.lm_scale),
         endpoint=_override(rec.endpoint, enabled=False if args.no_endpoint else None))
     return replace(app, recognizer=rec)
+
+
+def announce_model(recognizer: Recognizer) -> None:
+    """Say on stderr which files of a model directory were loaded, when it held other
+    copies to choose from (variants, fp32 and int8); nothing for the built-in model."""
+    files = recognizer.model_files
+    if files is not None and files.chose and not recognizer.config.model.is_builtin:
+        print(f"streamdec: {files.describe()}", file=sys.stderr, flush=True)

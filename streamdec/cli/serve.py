@@ -18,7 +18,7 @@ import os
 import sys
 
 from ..errors import ConfigError
-from .options import add_recognizer_options, app_config_from_args
+from .options import add_recognizer_options, announce_model, app_config_from_args
 
 _FLAGS = [  # (flag, ServerConfig field, type, help)
     ("--host", "host", str, "address to listen on (default 127.0.0.1; 0.0.0.0: all)"),
@@ -117,5 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
         return serve_on_ray(dataclasses.replace(app, server=config,
                                                 ray=ray_config(args, app.ray)))
-    context = ServerContext.create(Recognizer(app.recognizer), config, app.audio)
+    recognizer = Recognizer(app.recognizer)
+    announce_model(recognizer)
+    context = ServerContext.create(recognizer, config, app.audio)
     return asyncio.run(serve(context))

@@ -16,7 +16,8 @@ from ..pcm import ENCODINGS
 from ..recognizer import Recognizer
 from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
 from .live_line import LiveLine
-from .options import HelpFormatter, add_recognizer_options, app_config_from_args
+from .options import (HelpFormatter, add_recognizer_options, announce_model,
+                      app_config_from_args)
 
 EPILOG = (
     "One bad file fails alone. A file that cannot be read prints nothing on standard output "
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     raw = (RawFormat(args.raw_rate, args.raw_encoding or "s16le")
            if args.raw_rate is not None else None)
     recognizer = Recognizer(app.recognizer)
+    announce_model(recognizer)
     out_dir = Path(args.output_dir) if args.output_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)

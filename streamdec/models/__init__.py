@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from .base import ModelMeta, TransducerModel
 from .config import BUILTIN_MODEL_DIR, ModelConfig
+from .files import ModelFiles, find_model_files
 from .states import StateLayout, StateSpec
 
 __all__ = ["ModelMeta", "TransducerModel", "ModelConfig", "BUILTIN_MODEL_DIR", "StateLayout",
-           "StateSpec", "load_model"]
+           "StateSpec", "ModelFiles", "find_model_files", "load_model"]
 
 
-def load_model(config: ModelConfig) -> TransducerModel:
-    """Load the model ``config`` names with the backend it names (raises ModelLoadError)."""
-    from ..errors import ModelLoadError
-
-    if not config.path.is_dir():
-        raise ModelLoadError(f"{config.path}: model directory not found")
+def load_model(config: ModelConfig, files: ModelFiles | None = None) -> TransducerModel:
+    """Load the model ``config`` names with the backend it names (raises ModelLoadError).
+    ``files``: the files ``find_model_files(config)`` chose, when the caller has them."""
+    files = files or find_model_files(config)
     if config.backend == "torch":
         from .torch_backend import TorchTransducer
 
-        return TorchTransducer(config)
+        return TorchTransducer(config, files)
     from .onnx_backend import OnnxTransducer
 
-    return OnnxTransducer(config)
+    return OnnxTransducer(config, files)

@@ -21,20 +21,42 @@ class ModelConfig:
 
     model_dir: str | None = None  # holds encoder/decoder/joiner .onnx (+ model.pt) and tokens.txt
     backend: str = "onnx"  # "onnx" (ONNX Runtime, default) or "torch" (model.pt, TorchScript)
-    int8: bool = False  # use *.int8.onnx files
+    int8: bool = False  # use *.int8.onnx files (per network, where the directory has one)
     num_threads: int = 1  # intra-op threads of each session
     inter_op_threads: int = 1
+    # Explicit files, as sherpa-onnx's --encoder/--decoder/--joiner/--tokens take them; each
+    # one given replaces what the directory would give (streamdec.models.files).
+    encoder: str | None = None
+    decoder: str | None = None
+    joiner: str | None = None
+    tokens: str | None = None
+    # which of several ``-chunk-N-left-M`` (or other) variants of a directory to load, e.g.
+    # "chunk-16-left-64"; default: the largest left context (see streamdec.models.files)
+    variant: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"model.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.num_threads < 1 or self.inter_op_threads < 1:
             raise ConfigError("model.num_threads and model.inter_op_threads must be >= 1")
+        named = [r for r in ("encoder", "decoder", "joiner") if getattr(self, r)]
+        if named and len(named) < 3 and not self.model_dir:
+            missing = ", ".join(f"model.{r}" for r in ("encoder", "decoder", "joiner")
+                                if r not in named)
+            raise ConfigError(f"model.{named[0]} given without {missing}: name all three "
+                              "files, or model.model_dir for the directory holding the rest")
 
     @property
     def path(self) -> Path:
-        return Path(self.model_dir) if self.model_dir else BUILTIN_MODEL_DIR
+        """The model's directory: ``model_dir``, else the folder of an explicit encoder,
+        else the built-in model. lang/, lm.onnx, model.pt and bpe.model are looked up here."""
+        if self.model_dir:
+            return Path(self.model_dir)
+        if self.encoder:
+            return Path(self.encoder).parent
+        return BUILTIN_MODEL_DIR
 
-    def file(self, stem: str) -> Path:
-        """encoder/decoder/joiner file, the int8 variant when asked for."""
-        return self.path / (f"{stem}.int8.onnx" if self.int8 else f"{stem}.onnx")
+    @property
+    def is_builtin(self) -> bool:
+        return not (self.model_dir or self.encoder or self.decoder or self.joiner or
+                    self.tokens)

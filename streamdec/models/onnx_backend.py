@@ -4,6 +4,20 @@ Inputs and outputs are bound by position (encoder input 0 = features, 1..k = sta
 output 0 = encoder_out, 1..k = next states). The batch axis and the initial shape of each
 state are read from the declared input shapes (the one symbolic dimension is the batch
 axis); a per-family name table is used only when an export declared fixed sizes.
+
+Two layouts need more than that:
+
+- the streaming conformer takes one input more than it returns states: ``processed_lens``
+  (N,) int64, the count of feature frames of the stream already processed (the chunks
+  before this one), which the runtime fills (sherpa-onnx feeds each stream's processed
+  feature frames, ``decode_chunk_len`` per chunk). It is kept as the stream's last state
+  and advanced by ``decode_chunk_len`` here, so it always equals the frames processed;
+- an export with a fixed batch size of 1 (icefall's ``--dynamic-batch 0``) is run one
+  stream at a time: a batch is split into batch-1 calls and the results joined again.
+
+Metadata asking for what streamdec does not do is refused at load, naming the key: a
+``model_type`` other than the families listed in ``FAMILIES``, or features other than
+kaldi fbank (``feature=whisper``, a ``normalize_type``).
 """
 
 from __future__ import annotations
@@ -17,10 +31,23 @@ import numpy as np
 from ..errors import ModelLoadError
 from .base import DECLARED_KEYS, probe_meta
 from .config import ModelConfig
+from .files import ModelFiles
 from .states import StateLayout, StateSpec
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
-           "open_session", "batch_axis_from_table"]
+           "open_session", "batch_axis_from_table", "FAMILIES"]
+
+#: the encoder families (metadata ``model_type``) whose streaming layout streamdec runs
+FAMILIES = ("zipformer2", "zipformer", "conformer", "lstm")
+
+#: metadata keys that name the features a model was trained on, and the values that mean
+#: kaldi fbank (what streamdec computes)
+_FEATURE_KEYS = ("feature", "features", "feature_type", "feat_type", "frontend")
+_FBANK = ("fbank", "kaldi-fbank", "kaldi_fbank", "kaldifbank")
+
+#: the input the runtime fills with the stream's processed feature frames when the encoder
+#: does not return it as a state (the streaming conformer)
+_FRAME_COUNTER = "processed_lens"
 
 _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                "tensor(float16)": np.float16, "tensor(int32)": np.int32,
@@ -89,6 +116,8 @@ class EncoderContract:
     feature_dim: int
     state_layout: StateLayout
     declared: dict[str, float]  # the optional DECLARED_KEYS the metadata states
+    # index in the states of the frame counter the runtime fills (conformer), or None
+    frame_counter: int | None = None
 
 
 def read_encoder_contract(session, path: Path) -> EncoderContract:
@@ -97,18 +126,50 @@ def read_encoder_contract(session, path: Path) -> EncoderContract:
     model_type = meta.get("model_type")
     if not model_type:
         raise ModelLoadError(f"{path}: metadata lacks 'model_type'")
+    if model_type not in FAMILIES:
+        raise ModelLoadError(f"{path}: metadata model_type={model_type!r} is not a streaming "
+                             f"transducer family streamdec runs ({', '.join(FAMILIES)})")
+    _check_features(meta, path)
     inputs = session.get_inputs()
     feature_dim = inputs[0].shape[-1]
     if not isinstance(feature_dim, int):
         raise ModelLoadError(f"{path}: input 0 must declare a fixed feature dim")
-    if len(session.get_outputs()) != len(inputs):
+    n_out = len(session.get_outputs())
+    counter = None
+    if n_out == len(inputs) - 1 and inputs[-1].name == _FRAME_COUNTER and \
+            inputs[-1].type == "tensor(int64)" and len(inputs[-1].shape) == 1:
+        counter = len(inputs) - 2  # the last state
+    elif n_out != len(inputs):
         raise ModelLoadError(f"{path}: {len(inputs) - 1} state inputs but "
-                             f"{len(session.get_outputs()) - 1} state outputs")
+                             f"{n_out - 1} state outputs")
     return EncoderContract(
         model_type=model_type, chunk_frames=_meta_int(meta, "T", path),
         chunk_shift=_meta_int(meta, "decode_chunk_len", path), feature_dim=feature_dim,
         state_layout=StateLayout(tuple(_state_spec(i, model_type, path) for i in inputs[1:])),
-        declared=_declared(meta, path))
+        declared=_declared(meta, path), frame_counter=counter)
+
+
+def _check_features(meta: dict[str, str], path: Path) -> None:
+    """ModelLoadError when the metadata says the model wants other features than fbank."""
+    for key in _FEATURE_KEYS:
+        if key in meta and meta[key].strip().lower() not in _FBANK:
+            raise ModelLoadError(f"{path}: metadata {key}={meta[key]!r}: the model wants "
+                                 "features streamdec does not compute (it computes kaldi fbank)")
+    if meta.get("normalize_type", "").strip():
+        raise ModelLoadError(f"{path}: metadata normalize_type={meta['normalize_type']!r}: "
+                             "the model wants normalized features; streamdec computes plain "
+                             "kaldi fbank")
+
+
+def _fixed_batch(session, path: Path) -> bool:
+    """True when the session's batch size is fixed at 1; ModelLoadError for another size."""
+    batch = session.get_inputs()[0].shape[0]
+    if not isinstance(batch, int):
+        return False
+    if batch != 1:
+        raise ModelLoadError(f"{path}: the export fixes the batch size at {batch}; streamdec "
+                             "runs a dynamic batch size or a fixed batch of 1")
+    return True
 
 
 def _declared(meta: dict[str, str], path: Path) -> dict[str, float]:
@@ -149,19 +210,25 @@ def read_context_size(session, path: Path) -> int:
 class OnnxTransducer:
     """A streaming transducer run by ONNX Runtime. See ``TransducerModel`` for the methods."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, files: ModelFiles) -> None:
         self.config = config
-        enc_path, dec_path, join_path = (config.file(s) for s in ("encoder", "decoder", "joiner"))
+        self.files = files
+        enc_path, dec_path, join_path = files.encoder, files.decoder, files.joiner
         self.encoder = open_session(enc_path, config)
         self.decoder = open_session(dec_path, config)
         self.joiner = open_session(join_path, config)
         contract = read_encoder_contract(self.encoder, enc_path)
         self.state_layout = contract.state_layout
+        self._counter = contract.frame_counter
         self._enc_in = [i.name for i in self.encoder.get_inputs()]
         self._dec_in = self.decoder.get_inputs()[0].name
         self._join_in = [i.name for i in self.joiner.get_inputs()]
         if len(self._join_in) != 2:
             raise ModelLoadError(f"{join_path}: joiner must take 2 inputs, has {len(self._join_in)}")
+        #: per network: its batch size is fixed at 1 (run a batch one row at a time)
+        self._one_at_a_time = tuple(_fixed_batch(s, p) for s, p in (
+            (self.encoder, enc_path), (self.decoder, dec_path), (self.joiner, join_path)))
+        self._chunk_shift = contract.chunk_shift
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
                                chunk_shift=contract.chunk_shift,
@@ -175,13 +242,31 @@ class OnnxTransducer:
 
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:
+        n = features.shape[0]
+        if self._one_at_a_time[0] and n > 1:
+            outs = [self._encode(features[i:i + 1], one)
+                    for i, one in enumerate(self.state_layout.unstack(states, n))]
+            return (np.concatenate([o for o, _ in outs]),
+                    self.state_layout.stack([st for _, st in outs]))
+        return self._encode(features, states)
+
+    def _encode(self, features: np.ndarray, states: Sequence[np.ndarray]
+                ) -> tuple[np.ndarray, list[np.ndarray]]:
         feeds = dict(zip(self._enc_in, [features, *states]))
         out = self.encoder.run(None, feeds)
-        return out[0], out[1:]
+        next_states = out[1:]
+        if self._counter is not None:  # frames processed once this chunk is done
+            next_states.insert(self._counter, states[self._counter] + self._chunk_shift)
+        return out[0], next_states
 
     def decode(self, contexts: np.ndarray) -> np.ndarray:
+        if self._one_at_a_time[1] and len(contexts) > 1:
+            return np.concatenate([self.decode(contexts[i:i + 1]) for i in range(len(contexts))])
         return self.decoder.run(None, {self._dec_in: contexts})[0]
 
     def join(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
+        if self._one_at_a_time[2] and len(encoder_out) > 1:
+            return np.concatenate([self.join(encoder_out[i:i + 1], decoder_out[i:i + 1])
+                                   for i in range(len(encoder_out))])
         return self.joiner.run(None, {self._join_in[0]: encoder_out,
                                       self._join_in[1]: decoder_out})[0]

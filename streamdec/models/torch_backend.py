@@ -3,7 +3,7 @@
 ``model.pt`` has methods ``encoder(x, states: List[Tensor]) -> (encoder_out, states)``,
 ``decoder(y) -> decoder_out``, ``joiner(encoder_out, decoder_out) -> logits`` with the
 same shapes and semantics as the ONNX files. The chunking metadata and the state layout
-are read from the ``encoder.onnx`` beside it, so both backends share one contract.
+are read from the encoder ONNX file chosen beside it (``streamdec.models.files``), so both backends share one contract.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ModelLoadError
 from .base import probe_meta
 from .config import ModelConfig
+from .files import ModelFiles
 from .onnx_backend import open_session, read_context_size, read_encoder_contract
 
 __all__ = ["TorchTransducer"]
@@ -23,14 +24,14 @@ __all__ = ["TorchTransducer"]
 class TorchTransducer:
     """See ``TransducerModel``. Thread count: ``torch.set_num_threads`` is process-wide."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, files: ModelFiles) -> None:
         try:
             import torch
         except ImportError:
             raise ModelLoadError("the torch backend needs PyTorch: "
                                  "pip install 'streamdec[torch]'") from None
         self._torch = torch
-        path = config.path / "model.pt"
+        path = files.directory / "model.pt"
         if not path.is_file():
             raise ModelLoadError(f"{path}: model file not found")
         try:
@@ -41,9 +42,13 @@ class TorchTransducer:
             if not hasattr(self.module, method):
                 raise ModelLoadError(f"{path}: TorchScript module lacks method {method!r}")
         torch.set_num_threads(config.num_threads)
-        enc_path = config.path / "encoder.onnx"
+        enc_path = files.encoder
         contract = read_encoder_contract(open_session(enc_path, config), enc_path)
-        dec_path = config.path / "decoder.onnx"
+        dec_path = files.decoder
+        if contract.frame_counter is not None:
+            raise ModelLoadError(f"{enc_path}: the torch backend does not fill an encoder's "
+                                 "processed_lens input (streaming conformer); use the onnx "
+                                 "backend")
         self.state_layout = contract.state_layout
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
