@@ -100,7 +100,8 @@ def main() -> None:
     try:
         with sync_playwright() as p:
             browser = launch(p, str(played))
-            page = open_page(browser, f"http://127.0.0.1:{port}/",
+            # raw finals: their words are the recogniser's, matched one for one below
+            page = open_page(browser, f"http://127.0.0.1:{port}/?text_format=raw",
                              viewport={"width": 800, "height": 450})
             page.click("#toggle")
             page.wait_for_selector('#status[data-state="listening"]', timeout=30_000)

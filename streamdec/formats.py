@@ -2,6 +2,10 @@
 
 - text: the whole final transcript of a file;
 - jsonl: one JSON object per partial/final event;
+Results formatted for people (``Result.display``, see ``streamdec.textfmt``) show their
+formatted text and words in text, srt and vtt, and add ``display``/``display_words`` to
+jsonl; the others show ``text``.
+
 - srt / vtt: subtitle cues made for reading, as broadcast subtitle guides ask: at most
   ``MAX_LINES`` lines of at most ``MAX_LINE_CHARS`` characters and at most
   ``MAX_CUE_SECONDS`` on screen, split between words by the words' times, never across
@@ -16,7 +20,7 @@ from typing import Sequence
 
 from .results import Result, Word
 
-__all__ = ["FORMATS", "Cue", "event_json", "transcript", "wrap_lines", "cues", "cue_times",
+__all__ = ["FORMATS", "Cue", "event_json", "shown_text", "shown_words", "transcript", "wrap_lines", "cues", "cue_times",
            "subtitles"]
 
 FORMATS = ("text", "jsonl", "srt", "vtt")
@@ -28,25 +32,44 @@ MIN_CUE_SECONDS = 1.0  # a short cue stays this long, unless the next cue starts
 CUE_TAIL = 0.4  # a cue stays this long after its last word ends (within the limits above)
 
 
+def _word_json(words: Sequence[Word]) -> list[dict]:
+    return [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3),
+             "conf": round(w.conf, 4)} for w in words]
+
+
 def event_json(file: str, result: Result) -> str:
     """One jsonl line: ``timestamps`` are seconds from the segment start, ``start``/``end``
     seconds from the file start; ``words``: ``{"word", "start", "end", "conf"}`` per word,
     times from the file start (``Result.words``); ``stable``: how many leading characters
-    of ``text`` will not change any more (a final's: all)."""
-    return json.dumps({
+    of ``text`` will not change any more (a final's: all); a formatted final adds
+    ``display`` and ``display_words`` (the same fields)."""
+    event = {
         "file": file, "type": "final" if result.is_final else "partial",
         "segment": result.segment, "text": result.text, "tokens": list(result.tokens),
         "timestamps": [round(t, 3) for t in result.timestamps],
         "log_probs": [round(p, 4) for p in result.log_probs],
         "start": round(result.start_time, 3), "end": round(result.end_time, 3),
         "is_eof": result.is_eof, "stable": result.stable_chars,
-        "words": [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3),
-                   "conf": round(w.conf, 4)} for w in result.words]}, ensure_ascii=False)
+        "words": _word_json(result.words)}
+    if result.display is not None:
+        event.update(display=result.display, display_words=_word_json(result.display_words))
+    return json.dumps(event, ensure_ascii=False)
+
+
+def shown_text(result: Result) -> str:
+    """What a person reads of a result: its formatted text when it has one, else ``text``."""
+    return result.text if result.display is None else result.display
+
+
+def shown_words(result: Result) -> tuple[Word, ...]:
+    """The words of ``shown_text`` with their times."""
+    return result.words if result.display is None else result.display_words
 
 
 def transcript(finals: Sequence[Result]) -> str:
-    """The whole transcript: texts of the final results, in order, joined by a space."""
-    return " ".join(r.text for r in finals if r.is_final and r.text)
+    """The whole transcript: texts of the final results (formatted ones as formatted), in
+    order, joined by a space."""
+    return " ".join(shown_text(r) for r in finals if r.is_final and r.text)
 
 
 @dataclass(frozen=True)
@@ -124,7 +147,7 @@ def cues(finals: Sequence[Result], max_chars: int = MAX_LINE_CHARS, max_lines: i
         if not (r.is_final and r.text):
             continue
         group: list[Word] = []
-        for w in r.words or _untimed_words(r):
+        for w in shown_words(r) or _untimed_words(r):
             if group and (w.end - group[0].start > max_seconds or len(
                     _fill([x.text for x in group + [w]], max_chars)) > max_lines):
                 groups.append(group)

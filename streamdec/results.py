@@ -64,6 +64,10 @@ class Result:
     def stable_text(self) -> str:
         """The part of ``text`` that will not change any more."""
         return self.text[:self.stable_chars]
+    # finals formatted for people (streamdec.textfmt; None: not formatted, ``text`` only):
+    # punctuated, cased text (and written numbers), and its words with the spoken times
+    display: str | None = None
+    display_words: tuple[Word, ...] = ()
 
     @property
     def span(self) -> tuple[float, float]:

@@ -27,6 +27,7 @@ import websockets
 from server_utils import (ServerProcess, UNIT, get, messages_until_closed, run, sherpa_client,
                           sherpa_text, vosk_client, vosk_text, wait_for_idle)
 from streamdec import Recognizer, SearchConfig
+from streamdec.textfmt import default_formatter
 from streamdec.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 
@@ -404,13 +405,14 @@ def test_transcription_endpoint(server, rec, two_utterances, fmt):
     import httpx
 
     path = two_utterances[1]
-    finals = [f for f in file_finals(rec, path) if f.text]
+    # the endpoint formats finals for people by default (text_format full)
+    finals = [default_formatter().apply(f, "full") for f in file_finals(rec, path) if f.text]
     with open(path, "rb") as f:
         r = httpx.post(server.http("/v1/audio/transcriptions"), timeout=60 * UNIT,
                        files={"file": ("call.wav", f, "audio/wav")},
                        data={"model": "whisper-1", "response_format": fmt})
     assert r.status_code == 200, r.text
-    text = " ".join(f.text for f in finals)
+    text = " ".join(f.display for f in finals)
     if fmt == "json":
         assert r.json() == {"text": text}
     elif fmt == "text":
@@ -418,17 +420,17 @@ def test_transcription_endpoint(server, rec, two_utterances, fmt):
     elif fmt == "srt":
         blocks = r.text.strip().split("\n\n")
         assert [b.splitlines()[0] for b in blocks] == ["1", "2"]
-        assert [b.splitlines()[2] for b in blocks] == [f.text for f in finals]
+        assert [b.splitlines()[2] for b in blocks] == [f.display for f in finals]
         assert all(" --> " in b.splitlines()[1] and "," in b.splitlines()[1] for b in blocks)
     elif fmt == "vtt":
         assert r.text.startswith("WEBVTT\n\n")
         cues = r.text.split("\n\n")[1:]
-        assert [c.splitlines()[1] for c in cues if c] == [f.text for f in finals]
+        assert [c.splitlines()[1] for c in cues if c] == [f.display for f in finals]
     else:
         body = r.json()
         assert body["text"] == text and len(body["segments"]) == 2
         assert body["words"] == [{"word": w.text, "start": w.start, "end": w.end}
-                                 for f in finals for w in f.words]
+                                 for f in finals for w in f.display_words]
         assert abs(body["duration"] - sf.info(str(path)).duration) < 1e-3
 
 
@@ -474,7 +476,8 @@ def test_example_clients_transcribe_a_file(server, rec, two_utterances):
         f.text for f in file_finals(rec, pcm16) if f.text]
     p = _client("clients/transcribe_http.py", str(path), "--url", server.http(""))
     assert p.returncode == 0, p.stderr
-    assert p.stdout == " ".join(want) + "\n"
+    assert p.stdout == " ".join(default_formatter().apply(f, "full").display
+                                for f in file_finals(rec, path) if f.text) + "\n"
 
 
 @pytest.mark.parametrize("script", ["clients/sherpa_mic.py", "clients/vosk_mic.py"])

@@ -43,6 +43,7 @@ from streamdec.formats import subtitles
 from streamdec.results import make_result
 from streamdec.search.base import Hypothesis
 from streamdec.server.sherpa import sherpa_message
+from streamdec.textfmt import default_formatter
 from streamdec.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 from test_server_limits import self_signed
@@ -155,12 +156,14 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     path = tmp_path / "sent.wav"
     sf.write(str(path), sent, CAPTURE_RATE, subtype="FLOAT")
     item = next(transcribe_files(rec, [str(path)]))
-    finals = [r for r in item.finals if r.text]
+    # the page asks for finals formatted for people (text_format full)
+    formatted = [default_formatter().apply(r, "full") for r in item.finals]
+    finals = [r for r in formatted if r.text]
     assert len(finals) == 2  # the two utterances
     assert page_finals(page) == shown_by_live_line(finals)
     assert page.inner_text("#partial") == ""
-    assert download(page, "#download-txt") == "".join(r.text + "\n" for r in finals)
-    assert download(page, "#download-srt") == subtitles(item.finals, "srt")
+    assert download(page, "#download-txt") == "".join(r.display + "\n" for r in finals)
+    assert download(page, "#download-srt") == subtitles(formatted, "srt")
 
 
 # -- the page's SRT rules against streamdec.formats --------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from typing import TextIO
 
+from ..formats import shown_text
 from ..results import Result
 
 __all__ = ["LiveLine", "DIM", "NORMAL"]
@@ -32,7 +33,8 @@ class LiveLine:
         self.prefix = prefix
 
     def __call__(self, source: str, event: Result) -> None:
-        text = f"{source}: {event.text}" if self.prefix else event.text
+        shown = shown_text(event)  # a formatted final's text for people
+        text = f"{source}: {shown}" if self.prefix else shown
         if event.is_final:
             if self.tty:
                 self.out.write("\r\033[K")

@@ -24,7 +24,9 @@ from ..microphone import Capture, find_input_device, require_input_devices
 from ..recognizer import Recognizer
 from ..results import Result
 from .live_line import LiveLine
-from .options import add_recognizer_options, announce_model, app_config_from_args
+from ..textfmt import default_formatter
+from .options import (add_recognizer_options, add_text_format_option, announce_model,
+                      app_config_from_args)
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -46,6 +48,7 @@ def add_parser(sub) -> None:
                    help="text: captions for people; jsonl: one JSON object per partial/final "
                         "event, as 'transcribe --format jsonl' writes them, with the device "
                         "name as 'file'")
+    add_text_format_option(p, "full")
     p.add_argument("--save", metavar="PREFIX",
                    help="also write the captured audio to PREFIX.wav (16-bit, the capture "
                         "rate) and what was said to PREFIX.srt (times in that audio)")
@@ -116,8 +119,10 @@ async def _feed(capture: Capture, live: LiveStream, recording: _Recording | None
 
 
 async def _caption(recognizer: Recognizer, capture: Capture, show: Callable[[Result], None],
-                   recording: _Recording | None, finals: list[Result]) -> None:
-    """Capture, decode and show until stopped; the finals are appended to ``finals``."""
+                   recording: _Recording | None, finals: list[Result],
+                   text_format: str = "raw") -> None:
+    """Capture, decode and show until stopped; the finals (formatted at ``text_format``, in
+    a worker thread) are appended to ``finals``."""
     loop = asyncio.get_running_loop()
     async with Engine(recognizer) as engine:
         live = engine.open()
@@ -127,6 +132,9 @@ async def _caption(recognizer: Recognizer, capture: Capture, show: Callable[[Res
                     feeder = loop.create_task(_feed(capture, live, recording))
                     try:
                         async for result in live.results():
+                            if result.is_final and text_format != "raw":
+                                result = await asyncio.to_thread(
+                                    default_formatter().apply, result, text_format)
                             show(result)
                             if result.is_final:
                                 finals.append(result)
@@ -149,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--rate must be a positive number of Hz, got {args.rate}")
     device = find_input_device(args.device)
     rate = args.rate or device.default_rate
+    text_format = args.text_format or "full"
+    default_formatter().load(text_format)
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
     capture = Capture(device, rate, app.audio.chunk_ms)
@@ -164,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
     finals: list[Result] = []
     try:
-        asyncio.run(_caption(recognizer, capture, show, recording, finals))
+        asyncio.run(_caption(recognizer, capture, show, recording, finals, text_format))
     finally:
         if recording:
             recording.close(finals)

@@ -13,7 +13,8 @@ from ..models.config import ModelConfig
 from ..recognizer import Recognizer
 from ..search.config import SEARCH_METHODS, SearchConfig
 
-__all__ = ["HelpFormatter", "add_recognizer_options", "app_config_from_args", "announce_model"]
+__all__ = ["HelpFormatter", "add_recognizer_options", "add_text_format_option",
+           "app_config_from_args", "announce_model"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -76,6 +77,17 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lm-scale", type=float, help="weight of the neural LM (--lm) "
                    f"(default: {SearchConfig.lm_scale:g})")
     g.add_argument("--no-endpoint", action="store_true", help="never split into segments")
+
+
+def add_text_format_option(p: argparse.ArgumentParser, default: str) -> None:
+    """``--text-format raw|punct|full`` (streamdec.textfmt); ``default`` says in words what
+    applies without it."""
+    from ..textfmt import TEXT_FORMATS
+
+    p.add_argument("--text-format", choices=TEXT_FORMATS,
+                   help="finals for people: raw (as recognised), punct (punctuation and "
+                        "casing), full (punct, and numbers, dates, times, money written as "
+                        f"digits) (default: {default})")
 
 
 def _override(obj, **changes):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -13,10 +14,13 @@ from ..audio_file import STDIN, RawFormat
 from ..formats import (FORMATS, MAX_CUE_SECONDS, MAX_LINE_CHARS, MAX_LINES, event_json,
                        subtitles, transcript)
 from ..pcm import ENCODINGS
+from ..errors import ModelLoadError
 from ..recognizer import Recognizer
+from ..textfmt import default_formatter
 from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
 from .live_line import LiveLine
-from .options import (HelpFormatter, add_recognizer_options, announce_model,
+from .options import (HelpFormatter, add_recognizer_options, add_text_format_option,
+                      announce_model,
                       app_config_from_args)
 
 EPILOG = (
@@ -44,6 +48,7 @@ def add_parser(sub) -> None:
                         "'FILE: ' when there are several files; jsonl: one object per "
                         f"partial/final event; srt/vtt: subtitles, at most {MAX_LINES} lines "
                         f"of {MAX_LINE_CHARS} characters and {MAX_CUE_SECONDS:g} s a cue")
+    add_text_format_option(p, "full for srt/vtt, raw for text/jsonl")
     p.add_argument("--realtime", action="store_true",
                    help="pace the audio as if live and show partial results in place")
     p.add_argument("--output-dir", metavar="DIR",
@@ -90,6 +95,20 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     return None
 
 
+def text_format(args: argparse.Namespace) -> str:
+    """The --text-format asked for, or the output format's default."""
+    if args.text_format is not None:
+        return args.text_format
+    return "full" if args.format in ("srt", "vtt") else "raw"
+
+
+def _formatted(item: FileTranscription, level: str) -> FileTranscription:
+    if level == "raw":
+        return item
+    fmt = default_formatter()
+    return dataclasses.replace(item, events=[fmt.apply(r, level) for r in item.events])
+
+
 def _render(item: FileTranscription, fmt: str, prefix: bool) -> str:
     if fmt == "text":
         text = transcript(item.finals)
@@ -116,6 +135,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     raw = (RawFormat(args.raw_rate, args.raw_encoding or "s16le")
            if args.raw_rate is not None else None)
+    level = text_format(args)
+    try:
+        default_formatter().load(level)
+    except ModelLoadError as e:
+        print(f"streamdec: error: --text-format {level}: {e}", file=sys.stderr)
+        return 2
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
     out_dir = Path(args.output_dir) if args.output_dir else None
@@ -136,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         audio_seconds += item.duration
         if live or item.failed:
             return
-        text = _render(item, args.format, prefix)
+        text = _render(_formatted(item, level), args.format, prefix)
         if out_dir:
             (out_dir / _output_name(item.path, args.format)).write_text(text, encoding="utf-8")
         else:
@@ -146,8 +171,11 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime:
         on_event = None
         if live:
-            on_event = (LiveLine(sys.stdout, prefix=prefix) if args.format == "text"
-                        else lambda f, e: print(event_json(f, e), flush=True))
+            show = (LiveLine(sys.stdout, prefix=prefix) if args.format == "text"
+                    else lambda f, e: print(event_json(f, e), flush=True))
+
+            def on_event(f, e, show=show):
+                show(f, default_formatter().apply(e, level))
         for path in args.files:
             emit(transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event,
                                      args.channel, raw))

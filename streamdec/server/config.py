@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..engine import EngineConfig
 from ..errors import ConfigError
+from ..textfmt.format import check_text_format
 from ..validation import require_at_least, require_finite, require_positive
 from .endpointing import EndpointLimits
 
@@ -67,6 +68,11 @@ class ServerConfig:
     # silences (ruleN_min_trailing_silence) and the utterance lengths (ruleN_min_utterance_length)
     max_endpoint_silence: float = 30.0
     max_endpoint_utterance: float = 600.0
+    # finals for people (raw | punct | full, see streamdec.textfmt): the default of the
+    # WebSocket protocols (a connection's ``text_format`` overrides it) and of the
+    # transcription endpoint (the form's ``text_format`` overrides it)
+    text_format: str = "raw"
+    transcription_text_format: str = "full"
 
     def __post_init__(self) -> None:
         require_finite(self, "server")
@@ -90,6 +96,8 @@ class ServerConfig:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("server.tls_cert and server.tls_key go together")
         self.engine_config()  # validates the engine settings
+        check_text_format(self.text_format, "server.text_format")
+        check_text_format(self.transcription_text_format, "server.transcription_text_format")
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(max_batch=self.max_batch, max_wait_ms=self.max_wait_ms,

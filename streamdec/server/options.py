@@ -12,6 +12,8 @@ parameter          meaning                                                     d
                    separated; may repeat; needs a beam search
 ``vad``            ``true`` | ``false``: skip silence with the voice activity  the server's
                    detector (``[vad] enabled``)
+``text_format``    finals for people: ``raw`` | ``punct`` | ``full``; a final   the server's
+                   then also has ``display`` and ``display_words``
 ``token``          bearer token, for clients that cannot set a header          -
 ``ruleN_...``      the endpoint rules (``endpointing.ENDPOINT_KEYS``: seconds   the server's
                    of trailing silence / utterance length, within the
@@ -32,6 +34,7 @@ from ..errors import ConfigError
 from ..pcm import ENCODINGS
 from ..search.config import SEARCH_METHODS, SearchConfig
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
+from ..textfmt.format import check_text_format
 
 __all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MIN_RATE",
            "MAX_RATE", "MAX_CHANNELS", "KNOWN"]
@@ -40,7 +43,7 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token", "vad") + ENDPOINT_KEYS
+         "token", "vad", "text_format") + ENDPOINT_KEYS
 #: the search grammar mode uses when the connection's search is greedy
 GRAMMAR_SEARCH = "modified_beam"
 
@@ -61,6 +64,7 @@ class StreamOptions:
     phrases: tuple[str, ...] | None = None  # grammar mode: only these phrases (or [unk])
     vad: bool | None = None  # voice activity detection on/off (None: the server's default)
     endpoint: EndpointConfig | None = None  # this connection's endpoint rules (None: the server's)
+    text_format: str | None = None  # raw | punct | full; None: the server's text_format
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -77,6 +81,8 @@ class StreamOptions:
         if self.endpoint is not None:
             out["endpoint"] = [[r.min_trailing_silence, r.min_utterance_length]
                                for r in self.endpoint.rules]
+        if self.text_format is not None:
+            out["text_format"] = self.text_format
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -155,7 +161,14 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
     if hotwords and chosen.method == "greedy":
         raise OptionError("hotwords need a beam search (e.g. search=modified_beam); "
                           "the search is greedy")
-    options = StreamOptions(sample_rate, encoding, channels, chosen if changes else None, hotwords)
+    text_format = _one(query, "text_format")
+    if text_format is not None:
+        try:
+            check_text_format(text_format)
+        except ConfigError as e:
+            raise OptionError(str(e)) from None
+    options = StreamOptions(sample_rate, encoding, channels, chosen if changes else None, hotwords,
+                            text_format=text_format)
     phrases = [p.strip() for value in query.get("phrases") or [] for p in value.split(",")]
     if "phrases" in query:
         if not all(phrases):

@@ -11,7 +11,8 @@ sherpa-onnx's order (``sherpa_message``) and one more at the end, ``stable``: ho
 leading characters of ``text`` will not change any more; after ``Done`` the last result
 with ``is_final`` and ``is_eof`` true, then the text ``Done!``; the server then closes.
 With ``channels=2`` every message also has ``"channel"``, and ``Done!`` follows the last
-result of both channels.
+result of both channels. Finals of a connection with ``text_format`` ``punct``/``full``
+also have ``display`` and ``display_words`` (``display.py``), after sherpa-onnx's fields.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 from ..errors import DecodeError
 from ..results import Result
 from .connection import DRAIN, ClientError, Connection, Disconnected
+from .display import connection_text_format, display_fields, formatted
 
 __all__ = ["sherpa_message", "trailing_blanks", "run_sherpa", "DONE", "DONE_REPLY", "FINALIZE"]
 
@@ -60,13 +62,16 @@ def sherpa_message(result: Result, frame_seconds: float, channel: int | None = N
     }
     if channel is not None:
         message["channel"] = channel
+    message.update(display_fields([result]))
     return json.dumps(message, ensure_ascii=False)
 
 
 async def _send_results(conn: Connection, channel: int, frame_seconds: float) -> None:
     tag = channel if len(conn.lives) > 1 else None
+    level = connection_text_format(conn)
     try:
         async for result in conn.lives[channel].results():
+            result = await formatted(result, level)
             await conn.send(sherpa_message(result, frame_seconds, tag))
     except DecodeError as e:
         raise ClientError("decode_failed", str(e)) from None

@@ -6,6 +6,9 @@ A multipart form with ``file`` (any format soundfile reads) and optionally
 accepted and ignored (the server has one model; ``verbose_json`` always has word times).
 streamdec's own fields: the endpoint rules ``ruleN_min_trailing_silence`` /
 ``ruleN_min_utterance_length`` (``endpointing``), where the file's segments end.
+``text_format`` (``raw`` | ``punct`` | ``full``, default the server's
+``transcription_text_format``, ``full``) chooses the text for people: every format then
+shows the formatted text and words (``streamdec.textfmt``).
 The audio is decoded by the engine like any live stream, batched with them.
 
 ``render`` (pure) makes each format's body from the final results.
@@ -19,8 +22,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, DecodeError
-from ..formats import subtitles, transcript
+from ..errors import ConfigError, DecodeError, StreamdecError
+from ..formats import shown_text, shown_words, subtitles, transcript
+from ..textfmt import check_text_format, default_formatter
 from ..results import Result
 from .endpointing import ENDPOINT_KEYS, endpoint_config
 
@@ -31,7 +35,7 @@ _MEDIA = {"json": "application/json", "verbose_json": "application/json",
           "text": "text/plain; charset=utf-8", "srt": "application/x-subrip; charset=utf-8",
           "vtt": "text/vtt; charset=utf-8"}
 _FIELDS = ("file", "response_format", "model", "language", "prompt", "temperature",
-           "timestamp_granularities[]", "timestamp_granularities") + ENDPOINT_KEYS
+           "timestamp_granularities[]", "timestamp_granularities", "text_format") + ENDPOINT_KEYS
 
 
 class UploadError(ValueError):
@@ -53,11 +57,11 @@ def read_upload(data: bytes) -> tuple[int, np.ndarray]:
 
 def _segment(n: int, r: Result) -> dict:
     start, end = r.span
-    return {"id": n, "start": round(start, 3), "end": round(end, 3), "text": r.text,
+    return {"id": n, "start": round(start, 3), "end": round(end, 3), "text": shown_text(r),
             "tokens": list(r.token_ids),
             "avg_logprob": round(float(np.mean(r.log_probs)), 6) if r.log_probs else 0.0,
             "words": [{"word": w.text, "start": w.start, "end": w.end, "probability": w.conf}
-                      for w in r.words]}
+                      for w in shown_words(r)]}
 
 
 def render(finals: Sequence[Result], fmt: str, duration: float,
@@ -122,6 +126,11 @@ async def transcribe_upload(context, request):
                 raise UploadError(f"unsupported response_format {fmt!r}: one of "
                                   f"{', '.join(RESPONSE_FORMATS)}")
             endpoint = _endpoint(form, context)
+            level = form.get("text_format") or context.config.transcription_text_format
+            try:
+                check_text_format(level)
+            except ConfigError as e:
+                raise UploadError(str(e)) from None
             data = await upload.read()
             if len(data) > limit:
                 return error(413, f"upload is over the limit of {limit} bytes", "too_big")
@@ -132,6 +141,12 @@ async def transcribe_upload(context, request):
             finals = await _transcribe(context.engine, rate, samples, endpoint)
         except DecodeError as e:  # counted by the engine's observer
             return JSONResponse({"error": {"message": str(e), "type": "decode_failed"}}, 500)
+        try:
+            finals = await run_in_threadpool(
+                lambda: [default_formatter().apply(r, level) for r in finals])
+        except StreamdecError as e:
+            return JSONResponse({"error": {"message": f"text_format {level}: {e}",
+                                           "type": "format_failed"}}, 500)
         body, media = render(finals, fmt, len(samples) / rate, form.get("language"))
         context.metrics.audio.inc(len(samples) / rate)
         return Response(body, media_type=media)

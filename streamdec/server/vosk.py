@@ -18,6 +18,9 @@ whole chunk of that message's audio is decoded:
 - with ``max_alternatives`` > 0, ``{"alternatives": [{"text", "confidence", "result"}]}``
   (the n-best of a beam search; ``confidence`` is the hypothesis' total log-probability).
 
+A connection with ``text_format`` ``punct``/``full`` gets ``display`` and ``display_words``
+beside ``text`` (``display.py``; word times as ``result``'s).
+
 After ``{"eof" : 1}`` the last reply is the final result, then the server closes. With
 ``channels=2`` a message gets one reply per channel, in order, each with ``"channel"``.
 """
@@ -34,6 +37,7 @@ from .connection import DRAIN, ClientError, Connection
 from ..endpoint import EndpointConfig
 from ..errors import ConfigError
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
+from .display import connection_text_format, display_fields, formatted
 from .options import MAX_RATE, MIN_RATE, OptionError, validate_rate
 
 __all__ = ["VoskSettings", "parse_vosk_config", "vosk_partial", "vosk_final", "run_vosk",
@@ -144,6 +148,7 @@ def vosk_final(finals: Sequence[Result], settings: VoskSettings, offset: float =
         words = [w for r in spoken for w in _words(r, offset)]
         if settings.words and words:
             reply["result"] = words
+        reply.update(display_fields(spoken, offset))
     if channel is not None:
         reply["channel"] = channel
     return reply
@@ -173,6 +178,7 @@ async def run_vosk(conn: Connection) -> None:
     tagged = len(conn.lives) > 1
     audio_started = False
     offset = 0.0  # seconds of audio before the last reset
+    level = connection_text_format(conn)
 
     async def reply() -> None:
         """One reply per channel for what its audio so far gave (waits for the decode)."""
@@ -185,7 +191,8 @@ async def run_vosk(conn: Connection) -> None:
                 raise ClientError("decode_failed", str(e)) from None
             tag = c if tagged else None
             if state.finals:
-                message = vosk_final(state.finals, settings, offset, tag)
+                finals = [await formatted(r, level) for r in state.finals]
+                message = vosk_final(finals, settings, offset, tag)
                 state.finals = []
             else:
                 message = vosk_partial(state.partial, tag, state.stable)

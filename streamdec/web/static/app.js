@@ -10,8 +10,11 @@ import { finalOf, partialParts, shortClock, srt, txt } from "./subtitles.js";
 
 const BLOCK_SECONDS = 0.05; // audio per WebSocket message
 // query parameters of this page's address that are passed on to the server
-const SERVER_OPTIONS = ["token", "search", "beam", "hotwords", "phrases",
+const SERVER_OPTIONS = ["token", "search", "beam", "hotwords", "phrases", "text_format",
   ...[1, 2, 3].flatMap((n) => [`rule${n}_min_trailing_silence`, `rule${n}_min_utterance_length`])];
+// finals for people (punctuation, casing, written numbers) unless the page's address says
+// otherwise (?text_format=raw or punct)
+const DEFAULT_TEXT_FORMAT = "full";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -93,6 +96,7 @@ function serverQuery(sampleRate) {
   const page = new URLSearchParams(location.search);
   for (const name of SERVER_OPTIONS) for (const v of page.getAll(name)) query.append(name, v);
   query.set("sample_rate", String(sampleRate));
+  if (!query.has("text_format")) query.set("text_format", DEFAULT_TEXT_FORMAT);
   return query.toString();
 }
 

@@ -61,8 +61,14 @@ export function wordsOf(message, frameSeconds, offset = 0) {
 
 // The final of a sherpa-onnx result message, as the page keeps it: {segment, text, words};
 // null for a partial result or a final without text.
+// A final formatted for people (it has `display`) shows its display text and words.
 export function finalOf(message, frameSeconds, offset = 0) {
   if (!message.is_final || !message.text) return null;
+  if (typeof message.display === "string") {
+    return { segment: message.segment, text: message.display,
+             words: message.display_words.map((w) => ({
+               text: w.word, start: round6(w.start + offset), end: round6(w.end + offset) })) };
+  }
   return { segment: message.segment, text: message.text,
            words: wordsOf(message, frameSeconds, offset) };
 }

@@ -1,0 +1,46 @@
+"""Finals for people on the server's protocols: which level a connection gets, the
+formatting off the event loop, and the fields it adds to a reply.
+
+A formatted final gets ``display`` (its text for people) and ``display_words``
+(``{"word", "start", "end", "conf"}`` per formatted word, times in seconds as the
+protocol's own word times are); ``text`` and the protocol's own fields stay as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..errors import StreamdecError
+from ..results import Result
+from ..textfmt import default_formatter
+from .connection import ClientError, Connection
+
+__all__ = ["connection_text_format", "formatted", "display_fields"]
+
+
+def connection_text_format(conn: Connection) -> str:
+    """The connection's ``text_format`` option, else the server's default."""
+    return conn.options.text_format or conn.context.config.text_format
+
+
+async def formatted(result: Result, level: str) -> Result:
+    """``result`` formatted at ``level`` (in a worker thread: a final takes milliseconds);
+    ClientError ``decode_failed`` when the formatting models cannot be used."""
+    if level == "raw" or not result.is_final:
+        return result
+    try:
+        return await asyncio.to_thread(default_formatter().apply, result, level)
+    except StreamdecError as e:
+        raise ClientError("decode_failed", f"text_format {level}: {e}") from None
+
+
+def display_fields(results: list[Result], offset: float = 0.0) -> dict:
+    """``display``/``display_words`` of formatted finals (joined by a space; word times
+    plus ``offset`` seconds); empty when none is formatted."""
+    shown = [r for r in results if r.display is not None]
+    if not shown:
+        return {}
+    return {"display": " ".join(r.display for r in shown if r.display),
+            "display_words": [{"word": w.text, "start": round(w.start + offset, 6),
+                               "end": round(w.end + offset, 6), "conf": w.conf}
+                              for r in shown for w in r.display_words]}
