@@ -14,8 +14,11 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # ALSA "pulse" device): the microphone tests capture a PulseAudio null sink's monitor;
 # chromium (driven by Playwright from the test extra: never a browser it downloads) and
 # fonts-dejavu-core (the page's text in its screenshots): the captioning page's tests.
+# pocketsphinx-testdata, alsa-utils (/usr/share/sounds/alsa): real speech, the real-voice
+# benchmark's dev set (bench/realvoice.py; its smoke test reads two files).
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
-      libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core"
+      libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core
+      pocketsphinx-testdata alsa-utils"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

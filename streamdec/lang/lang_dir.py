@@ -6,7 +6,8 @@ A lang directory (``streamdec lang`` writes one) holds the lexicon and the word 
   line, an id may follow), spelled with the model's units;
 - ``G.arpa``: the word n-gram in ARPA form.
 
-Each file may be gzip-compressed (``lexicon.txt.gz``, ``G.arpa.gz``).
+Each file may be gzip-compressed (``lexicon.txt.gz``, ``G.arpa.gz``). The search reads
+them through their compiled form (``compiled.py``), made on first use and kept.
 
     graph = load_word_graph("lang", symbols, WordOptions(lm_scale=0.5))
 """
@@ -17,9 +18,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from .lexicon import read_lexicon, read_words, spell_words
-from .ngram import NgramLm
 
-__all__ = ["find_file", "load_lexicon", "load_word_graph"]
+__all__ = ["find_file", "load_lexicon", "word_sources", "load_word_graph"]
 
 
 def find_file(folder: Path, *names: str) -> Path | None:
@@ -31,29 +31,41 @@ def find_file(folder: Path, *names: str) -> Path | None:
     return None
 
 
-def load_lexicon(folder: str | Path, symbols) -> list[tuple[str, tuple[str, ...]]]:
-    """The lexicon of a lang directory: lexicon.txt, or words.txt spelled with ``symbols``."""
-    folder = Path(folder)
+def _lexicon_file(folder: Path) -> Path:
+    """lexicon.txt, else the word list of a lang directory; ConfigError when neither."""
     if not folder.is_dir():
         raise ConfigError(f"{folder}: lang directory not found")
-    lex = find_file(folder, "lexicon.txt")
-    if lex is not None:
-        return read_lexicon(lex)
-    words = find_file(folder, "words.txt", "words")
-    if words is None:
+    found = find_file(folder, "lexicon.txt") or find_file(folder, "words.txt", "words")
+    if found is None:
         raise ConfigError(f"{folder}: lang directory without lexicon.txt or words.txt")
-    entries, _ = spell_words(read_words(words), symbols)
+    return found
+
+
+def load_lexicon(folder: str | Path, symbols) -> list[tuple[str, tuple[str, ...]]]:
+    """The lexicon of a lang directory: lexicon.txt, or words.txt spelled with ``symbols``."""
+    path = _lexicon_file(Path(folder))
+    if path.name.startswith("lexicon.txt"):
+        return read_lexicon(path)
+    entries, _ = spell_words(read_words(path), symbols)
     return entries
 
 
-def load_word_graph(folder: str | Path, symbols, options):
-    """The ``WordGraph`` of a lang directory (lexicon x G.arpa) for the model's ``symbols``."""
-    from ..search.word_graph import WordGraph
-
+def word_sources(folder: str | Path) -> tuple[Path, Path]:
+    """(lexicon or word list, G.arpa): the files a lang directory's words come from."""
     folder = Path(folder)
-    lexicon = load_lexicon(folder, symbols)
+    lexicon = _lexicon_file(folder)
     arpa = find_file(folder, "G.arpa")
     if arpa is None:
         raise ConfigError(f"{folder}: lang directory without G.arpa (make one with "
                           f"'streamdec lang lm')")
-    return WordGraph.build(lexicon, NgramLm.from_arpa(arpa), symbols, options)
+    return lexicon, arpa
+
+
+def load_word_graph(folder: str | Path, symbols, options):
+    """The ``WordGraph`` of a lang directory (lexicon x G.arpa) for the model's ``symbols``,
+    from its compiled form (``compiled.py``: built on first use, then read back)."""
+    from ..search.word_graph import WordGraph
+    from .compiled import load_compiled
+
+    tree, lm = load_compiled(folder, symbols)
+    return WordGraph(tree, lm, symbols, options)

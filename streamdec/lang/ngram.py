@@ -18,8 +18,11 @@ from __future__ import annotations
 import gzip
 import math
 import threading
+from bisect import bisect_left
 from pathlib import Path
 from typing import Iterable
+
+import numpy as np
 
 from ..errors import ConfigError
 from .kneser_ney import BOS, EOS, UNK
@@ -84,25 +87,68 @@ class NgramLm:
     """Back-off n-gram model over integer word ids (see the module notes)."""
 
     def __init__(self, order: int, entries: list[dict[tuple[str, ...], tuple[float, float]]]):
-        self.order = order
         words = sorted({w for (w,) in entries[0]} | {BOS, EOS})
-        self.words = words
-        self._ids = {w: i for i, w in enumerate(words)}
-        self.bos, self.eos = self._ids[BOS], self._ids[EOS]
-        self.unk = self._ids.get(UNK)
-        # n-gram (tuple of ids) -> (ln p, ln back-off)
-        self._table: dict[tuple[int, ...], tuple[float, float]] = {}
+        ids = {w: i for i, w in enumerate(words)}
+        levels = []
         for level in entries:
-            for g, (lp, bo) in level.items():
-                self._table[tuple(self._ids[w] for w in g)] = (lp * LN10, bo * LN10)
-        self._unk_logp = self._table[(self.unk,)][0] if self.unk is not None else -99.0 * LN10
-        # states: every n-gram of order < N (a possible context), the empty context first
+            n = len(next(iter(level))) if level else 0
+            grams = np.array([[ids[w] for w in g] for g in level], np.int32).reshape(-1, n)
+            values = np.array(list(level.values()), np.float64).reshape(-1, 2)
+            levels.append((grams, values[:, 0].copy(), values[:, 1].copy()))
+        self._setup(order, words, levels)
+
+    @classmethod
+    def from_arrays(cls, order: int, words: list[str],
+                    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> "NgramLm":
+        """The model of ``to_arrays``' output (a compiled lang directory)."""
+        lm = cls.__new__(cls)
+        lm._setup(order, words, levels)
+        return lm
+
+    def to_arrays(self) -> tuple[int, list[str], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """(order, words, levels): levels[n - 1] = (ids (k, n) int32, log10 p (k,), log10
+        back-off (k,)), n-grams in the ARPA file's order (it numbers the states)."""
+        return self.order, self.words, self._levels
+
+    def _setup(self, order: int, words: list[str],
+               levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        self.order = order
+        self.words = words
+        self._levels = levels
+        self._ids_memo: dict[str, int] | None = None
+        self.bos, self.eos = bisect_left(words, BOS), bisect_left(words, EOS)
+        unk = bisect_left(words, UNK)
+        self.unk = unk if unk < len(words) and words[unk] == UNK else None
+        # unigrams by word id, longer n-grams (tuples of ids) in a dict: (ln p, ln back-off)
+        self._uni: list[tuple[float, float] | None] = [None] * len(words)
+        self._uni_state: list[int | None] = [None] * len(words)
+        self._table: dict[tuple[int, ...], tuple[float, float]] = {}
+        # states: every n-gram of order < N (a possible context), the empty context first,
+        # then in the file's order
         self._contexts: list[tuple[int, ...]] = [()]
-        self._state_of: dict[tuple[int, ...], int] = {(): 0}
-        for g in self._table:
-            if len(g) < order and g not in self._state_of:
-                self._state_of[g] = len(self._contexts)
-                self._contexts.append(g)
+        self._state_of: dict[tuple[int, ...], int] = {}
+        for n, (grams, logp, backoff) in enumerate(levels, 1):
+            if n == 1:
+                ids = grams[:, 0]
+                by_id = np.full((len(words), 2), np.nan)
+                by_id[ids, 0], by_id[ids, 1] = logp * LN10, backoff * LN10
+                self._uni = list(zip(*by_id.T.tolist()))
+                for i in np.setdiff1d(np.arange(len(words)), ids).tolist():
+                    self._uni[i] = None  # a word only as <s> or </s>
+                if order > 1:
+                    state = np.zeros(len(words), np.int64)
+                    state[ids] = np.arange(len(ids)) + len(self._contexts)
+                    self._uni_state = [s if s else None for s in state.tolist()]
+                    self._contexts += [(i,) for i in ids.tolist()]
+            else:
+                keys = list(map(tuple, grams.tolist()))
+                self._table.update(zip(keys, zip((logp * LN10).tolist(),
+                                                 (backoff * LN10).tolist())))
+                if n < order:
+                    self._state_of.update(zip(keys, range(len(self._contexts),
+                                                          len(self._contexts) + len(keys))))
+                    self._contexts += keys
+        self._unk_logp = self._uni[self.unk][0] if self.unk is not None else -99.0 * LN10
         self.start = self._state((self.bos,))
         self._memo: dict[tuple[int, int], tuple[float, int]] = {}
         self._lock = threading.Lock()
@@ -121,26 +167,39 @@ class NgramLm:
     def num_states(self) -> int:
         return len(self._contexts)
 
+    @property
+    def _ids(self) -> dict[str, int]:
+        """word -> id (made on first use: only building a graph needs it)."""
+        if self._ids_memo is None:
+            self._ids_memo = {w: i for i, w in enumerate(self.words)}
+        return self._ids_memo
+
     def word_id(self, word: str) -> int:
         """The id of ``word``; ``<unk>``'s id (or -1) for a word the model lacks."""
         return self._ids.get(word, self.unk if self.unk is not None else -1)
 
+    def _entry(self, ngram: tuple[int, ...]) -> tuple[float, float] | None:
+        return self._uni[ngram[0]] if len(ngram) == 1 else self._table.get(ngram)
+
     def _state(self, history: tuple[int, ...]) -> int:
         h = history[len(history) - (self.order - 1):] if self.order > 1 else ()
-        while h not in self._state_of:
+        while h:
+            state = self._uni_state[h[0]] if len(h) == 1 else self._state_of.get(h)
+            if state is not None:
+                return state
             h = h[1:]
-        return self._state_of[h]
+        return 0
 
     def _logprob(self, context: tuple[int, ...], word: int) -> float:
         total = 0.0
         h = context
         while True:
-            entry = self._table.get(h + (word,))
+            entry = self._entry(h + (word,))
             if entry is not None:
                 return total + entry[0]
             if not h:
                 return total + self._unk_logp
-            bo = self._table.get(h)
+            bo = self._entry(h)
             if bo is not None:
                 total += bo[1]
             h = h[1:]

@@ -34,10 +34,15 @@ unknown word with the same score. Each unit spelled in the unknown-word node cos
 sentence at the price of one.
 
     graph = WordGraph.build(lexicon, lm, symbols, WordOptions(lm_scale=0.5))
+    graph = WordGraph(tree, lm, symbols, options)  # a ``LexiconTree`` built before (cached)
     bonus, nxt_node, nxt_state = graph.rows(nodes, states)   # (n, V) each
     score += graph.end_score(node, state)                     # at segment end
 
 Shape legend: n hypotheses, V vocabulary size.
+
+The prefix tree is kept as flat arrays (``LexiconTree``: children and words of each node
+in CSR form, the raw look-ahead), independent of the options and the LM scale, so that it can
+be stored once and loaded without rebuilding (``streamdec.lang.compiled``).
 
 The graph is immutable once built; rows are computed on demand and kept in a bounded,
 thread-safe cache, so one graph serves every stream.
@@ -55,7 +60,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["WordLm", "WordOptions", "WordGraph"]
+__all__ = ["WordLm", "WordOptions", "WordGraph", "LexiconTree", "build_tree"]
 
 NEG_INF = -math.inf
 _ROW_CACHE = 50_000
@@ -90,26 +95,122 @@ class WordOptions:
                               f"{self.unk_unit_penalty}")
 
 
-class WordGraph:
-    """Lexicon prefix tree x word LM (see the module notes). Build with ``build``."""
+@dataclass(frozen=True)
+class LexiconTree:
+    """The lexicon prefix tree over the model's units, as arrays. N nodes: 0 is a segment
+    start, 1 the root between words; node n's children are ``child_unit / child_node
+    [child_ptr[n]:child_ptr[n + 1]]`` (units ascending), the LM word ids it completes
+    ``word_ids[word_ptr[n]:word_ptr[n + 1]]``."""
 
-    def __init__(self, children: list[dict[int, int]], words: list[tuple[int, ...]],
-                 lookahead: list[float], word_starts: Sequence[int], lm: WordLm,
-                 options: WordOptions, vocab_size: int, blank_ids: Sequence[int],
-                 empty_nodes: set[int], unk_text: str | None = None) -> None:
-        self._children = children
-        self._words = words
-        self._la = lookahead
-        self._word_starts = tuple(word_starts)
+    child_ptr: np.ndarray  # (N + 1,) int64
+    child_unit: np.ndarray  # (E,) int32
+    child_node: np.ndarray  # (E,) int32
+    word_ptr: np.ndarray  # (N + 1,) int64
+    word_ids: np.ndarray  # (W,) int32
+    lookahead: np.ndarray  # (N,) float64: best unigram ln p at or below a node, -inf: none
+    empty: np.ndarray  # (k,) int64: start, root and boundary-only nodes (no word to complete)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.child_ptr) - 1
+
+
+def build_tree(lexicon: Sequence[tuple[str, Sequence[str]]], lm: WordLm, symbols
+               ) -> LexiconTree:
+    """The prefix tree of ``lexicon`` ((word, units) pairs, units as in tokens.txt), words
+    as ids of ``lm``, for the model's ``symbols`` (``SymbolTable``). Raises ConfigError for
+    a unit the model lacks, or an empty lexicon."""
+    if not lexicon:
+        raise ConfigError("word graph: the lexicon is empty")
+    start_set = set(_word_starts(symbols))
+    children: list[dict[int, int]] = [{}, {}]  # 0: segment start, 1: root between words
+    words: list[list[int]] = [[], []]
+    for word, units in lexicon:
+        ids = []
+        for u in units:
+            i = symbols.symbol_to_id.get(u)
+            if i is None:
+                raise ConfigError(f"lexicon word {word!r}: the model has no unit {u!r}")
+            ids.append(i)
+        if not ids or ids[0] not in start_set or any(i in start_set for i in ids[1:]):
+            raise ConfigError(f"lexicon word {word!r}: its units must begin with a "
+                              f"word-boundary unit and hold no other: {' '.join(units)}")
+        node = 1
+        for i in ids:
+            nxt = children[node].get(i)
+            if nxt is None:
+                nxt = len(children)
+                children.append({})
+                words.append([])
+                children[node][i] = nxt
+            node = nxt
+        wid = lm.word_id(word)
+        if wid not in words[node]:
+            words[node].append(wid)
+    # boundary-only nodes (a boundary unit alone, no letters yet): nothing to complete
+    empty = {0, 1} | {c for t, c in children[1].items() if not words[c]
+                      and symbols.text([t]) == ""}
+    # the segment start also accepts a first word written without its boundary unit
+    children[0] = dict(children[1])
+    for c in sorted(empty - {0, 1}):
+        for t, cc in children[c].items():
+            children[0].setdefault(t, cc)
+    # unigram look-ahead: best log-prob of a word at or below each node (a child's id is
+    # always above its parent's, node 0 aside, so descending ids visit children first)
+    la = [NEG_INF] * len(children)
+    for node in range(len(children) - 1, 0, -1):
+        best = max((lm.unigram(w) for w in words[node]), default=NEG_INF)
+        for c in children[node].values():
+            best = max(best, la[c])
+        la[node] = best
+    kids = [sorted(c.items()) for c in children]
+    return LexiconTree(
+        child_ptr=np.cumsum([0] + [len(k) for k in kids], dtype=np.int64),
+        child_unit=np.array([t for k in kids for t, _ in k], np.int32),
+        child_node=np.array([c for k in kids for _, c in k], np.int32),
+        word_ptr=np.cumsum([0] + [len(w) for w in words], dtype=np.int64),
+        word_ids=np.array([w for ws in words for w in ws], np.int32),
+        lookahead=np.array(la, np.float64),
+        empty=np.array(sorted(empty), np.int64))
+
+
+def _word_starts(symbols) -> list[int]:
+    starts = [i for i in range(len(symbols)) if symbols.starts_word(i)]
+    if not starts:
+        raise ConfigError("word graph: the model has no word-boundary unit (▁ or a space)")
+    return starts
+
+
+class WordGraph:
+    """Lexicon prefix tree x word LM (see the module notes): ``WordGraph(tree, lm, symbols,
+    options)`` or ``WordGraph.build`` from a lexicon."""
+
+    def __init__(self, tree: LexiconTree, lm: WordLm, symbols, options: WordOptions,
+                 unk_text: str | None = None) -> None:
+        self._tree = tree
+        self._cptr = tree.child_ptr
+        self._cunit = tree.child_unit
+        self._cnode = tree.child_node
+        self._wptr = tree.word_ptr
+        self._wids = tree.word_ids
+        self._word_starts = tuple(_word_starts(symbols))
         self.lm = lm
         self.options = options
-        self.vocab_size = vocab_size
-        self._blank_ids = tuple(blank_ids)
-        self._empty = empty_nodes  # start, root and boundary-only nodes: no word to complete
+        self.vocab_size = len(symbols)
+        self._blank_ids = tuple([symbols.blank_id] + (
+            [symbols.unk_id] if symbols.unk_id is not None else []))
+        self._empty = frozenset(tree.empty.tolist())  # no word to complete
         self.start_node = 0
         self.root = 1
-        self.oov_node = len(children)  # inside an unknown word
+        self.oov_node = tree.num_nodes  # inside an unknown word
         self.unk_text = unk_text  # how unknown words are shown (None: as spelled)
+        # look-ahead per node: 0 at the start, the root, the unknown-word node, where no
+        # word lies below, and everywhere without ``lookahead``
+        la = np.zeros(tree.num_nodes + 1, np.float64)
+        if options.lookahead:
+            la[:-1] = np.where(tree.lookahead == NEG_INF, 0.0, tree.lookahead)
+            la[:2] = 0.0
+        self._la = la
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # node -> (2, V) row
         self._lock = threading.Lock()
         # a completed word goes on with each word-start unit: its score and node (an unknown
@@ -117,8 +218,8 @@ class WordGraph:
         oov = options.allow_oov and lm.unk is not None
         score, node = [], []
         for t in self._word_starts:
-            c = children[1].get(t)
-            score.append(options.lm_scale * lookahead[c] if c is not None else
+            c = self._child(1, t)
+            score.append(options.lm_scale * float(la[c]) if c is not None else
                          (0.0 if oov else NEG_INF))
             node.append(c if c is not None else (self.oov_node if oov else 1))
         self._start_score = np.array(score, np.float64)
@@ -131,59 +232,17 @@ class WordGraph:
         """``lexicon``: (word, units) pairs, units as in tokens.txt; ``lm``: the word LM;
         ``symbols``: the model's ``SymbolTable``. Raises ConfigError for a unit the model
         lacks, or an empty lexicon."""
-        if not lexicon:
-            raise ConfigError("word graph: the lexicon is empty")
-        starts = [i for i in range(len(symbols)) if symbols.starts_word(i)]
-        if not starts:
-            raise ConfigError("word graph: the model has no word-boundary unit (▁ or a space)")
-        start_set = set(starts)
-        children: list[dict[int, int]] = [{}, {}]  # 0: segment start, 1: root between words
-        words: list[list[int]] = [[], []]
-        for word, units in lexicon:
-            ids = []
-            for u in units:
-                i = symbols.symbol_to_id.get(u)
-                if i is None:
-                    raise ConfigError(f"lexicon word {word!r}: the model has no unit {u!r}")
-                ids.append(i)
-            if not ids or ids[0] not in start_set or any(i in start_set for i in ids[1:]):
-                raise ConfigError(f"lexicon word {word!r}: its units must begin with a "
-                                  f"word-boundary unit and hold no other: {' '.join(units)}")
-            node = 1
-            for i in ids:
-                nxt = children[node].get(i)
-                if nxt is None:
-                    nxt = len(children)
-                    children.append({})
-                    words.append([])
-                    children[node][i] = nxt
-                node = nxt
-            wid = lm.word_id(word)
-            if wid not in words[node]:
-                words[node].append(wid)
-        # boundary-only nodes (a boundary unit alone, no letters yet): nothing to complete
-        empty = {0, 1} | {c for t, c in children[1].items() if not words[c]
-                          and symbols.text([t]) == ""}
-        # the segment start also accepts a first word written without its boundary unit
-        children[0] = dict(children[1])
-        for c in list(empty - {0, 1}):
-            for t, cc in children[c].items():
-                children[0].setdefault(t, cc)
-        # unigram look-ahead: best log-prob of a word at or below each node
-        la = [NEG_INF] * len(children)
-        if options.lookahead:
-            order = _breadth_first(children, 1)
-            for node in reversed(order):
-                best = max((lm.unigram(w) for w in words[node]), default=NEG_INF)
-                for c in children[node].values():
-                    best = max(best, la[c])
-                la[node] = best
-        la = [0.0 if (n in (0, 1) or not options.lookahead or v == NEG_INF) else v
-              for n, v in enumerate(la)]
-        la.append(0.0)  # the unknown-word node
-        blank_ids = [symbols.blank_id] + ([symbols.unk_id] if symbols.unk_id is not None else [])
-        return cls(children, [tuple(w) for w in words], la, starts, lm, options, len(symbols),
-                   blank_ids, empty, unk_text)
+        return cls(build_tree(lexicon, lm, symbols), lm, symbols, options, unk_text)
+
+    def _child(self, node: int, unit: int) -> int | None:
+        """The child of ``node`` by ``unit`` (None: no way on in the tree)."""
+        a, b = self._cptr[node], self._cptr[node + 1]
+        i = a + int(np.searchsorted(self._cunit[a:b], unit))
+        return int(self._cnode[i]) if i < b and self._cunit[i] == unit else None
+
+    def _words(self, node: int) -> list[int]:
+        """LM ids of the words that end at ``node``."""
+        return self._wids[self._wptr[node]:self._wptr[node + 1]].tolist()
 
     # -- the automaton -------------------------------------------------------------------
     @property
@@ -198,11 +257,12 @@ class WordGraph:
 
     def _complete(self, node: int, state: int) -> tuple[float, int]:
         """(score, next LM state) of completing the word at ``node``; -inf if none."""
-        o, la = self.options, self._la[node]
+        o, la = self.options, float(self._la[node])
         if node == self.oov_node:  # its score was paid when it started
             return 0.0, self.lm.score(state, self.lm.unk)[1]
-        if self._words[node]:
-            best = max(self.lm.score(state, w) for w in self._words[node])
+        words = self._words(node)
+        if words:
+            best = max(self.lm.score(state, w) for w in words)
             return o.lm_scale * (best[0] - la) + o.word_bonus, best[1]
         if o.allow_oov and node not in self._empty and self.lm.unk is not None:
             lp, nxt = self.lm.score(state, self.lm.unk)
@@ -216,7 +276,7 @@ class WordGraph:
         row = self._cache.get(node)
         if row is not None:
             return row
-        s, la = self.options.lm_scale, self._la[node]
+        s, la = self.options.lm_scale, float(self._la[node])
         row = np.empty((2, self.vocab_size), np.float64)
         bonus, nxt = row[0], row[1]
         bonus[:], nxt[:] = NEG_INF, node
@@ -226,11 +286,12 @@ class WordGraph:
             bonus[:] = -unit_cost
         elif oov:  # any unit with no way on in the tree starts an unknown word
             bonus[:], nxt[:] = -s * la - unit_cost, self.oov_node
-        children = self._children[node] if node != self.oov_node else {}
         starts = list(self._word_starts)
         bonus[starts], nxt[starts] = NEG_INF, node
-        for t, c in children.items():
-            bonus[t], nxt[t] = s * (self._la[c] - la), c
+        if node != self.oov_node:
+            a, b = self._cptr[node], self._cptr[node + 1]
+            units, kids = self._cunit[a:b], self._cnode[a:b]
+            bonus[units], nxt[units] = s * (self._la[kids] - la), kids
         bonus[list(self._blank_ids)], nxt[list(self._blank_ids)] = 0.0, node
         with self._lock:
             self._cache[node] = row
@@ -277,7 +338,7 @@ class WordGraph:
         """What ending the segment at (node, state) adds: the last word completed and
         ``</s>``; -inf when the hypothesis is inside something that is not a word."""
         if node in self._empty:
-            return self.options.lm_scale * (self.lm.end_score(state) - self._la[node])
+            return self.options.lm_scale * (self.lm.end_score(state) - float(self._la[node]))
         done, after = self._complete(node, state)
         if done == NEG_INF:
             return NEG_INF
@@ -294,24 +355,18 @@ class WordGraph:
             if t in self._blank_ids:
                 continue
             if t in self._word_starts and node not in self._empty:
-                out.append(node != self.oov_node and bool(self._words[node]))
-                node = self._children[1].get(t, self.oov_node)
+                out.append(node != self.oov_node and bool(self._words(node)))
+                node = self._next_known(1, t)
                 continue
-            node = self._children[node].get(t, self.oov_node) if node != self.oov_node \
-                else node
+            node = self._next_known(node, t) if node != self.oov_node else node
         if node not in self._empty:
-            out.append(node != self.oov_node and bool(self._words[node]))
+            out.append(node != self.oov_node and bool(self._words(node)))
         return out
+
+    def _next_known(self, node: int, unit: int) -> int:
+        c = self._child(node, unit)
+        return self.oov_node if c is None else c
 
     def __len__(self) -> int:
         """Nodes of the prefix tree (start, root and the unknown-word node included)."""
-        return len(self._children) + 1
-
-
-def _breadth_first(children: list[dict[int, int]], root: int) -> list[int]:
-    order, frontier = [root], [root]
-    while frontier:
-        nxt = [c for n in frontier for c in children[n].values()]
-        order += nxt
-        frontier = nxt
-    return order
+        return self._tree.num_nodes + 1
