@@ -124,13 +124,13 @@ def measure(args) -> dict:
         config = RecognizerConfig(model=ModelConfig(model_dir=args.model_dir,
                                                     num_threads=threads),
                                   endpoint=EndpointConfig(enabled=False))
-        model = InstrumentedModel(load_model(config.model))
+        model = InstrumentedModel(load_model(config.model, config.features))
         rec = Recognizer(config, model=model)
         meta = rec.meta
         report["setup"]["model_dir"] = str(config.model.path)
         for method in searches:
             search = SearchConfig(method=method, beam=args.beam)
-            step = TimedStep(rec.search_for(search))
+            step = TimedStep(rec.resources.search(search))
             srec = sherpa_recognizer(config.model.path, meta.model_type,
                                      SHERPA_METHODS[method], args.beam, threads)
             for k in args.streams:

@@ -46,7 +46,8 @@ PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"), ("server", "to
              ("server", "tls_cert"), ("server", "tls_key"), ("model", "encoder"),
              ("model", "decoder"), ("model", "joiner"), ("model", "tokens"))
 #: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config
-#: file when they exist there, else left for the model directory (``Recognizer.model_file``)
+#: file when they exist there, else left for the model directory
+#: (``SearchResources.model_file``)
 MODEL_PATH_KEYS = (("search", "lang_dir"), ("search", "lm_file"))
 
 

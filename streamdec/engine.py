@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +48,8 @@ from .stream import Stream
 from .validation import require_finite
 
 __all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver"]
+
+log = logging.getLogger("streamdec")
 
 
 @dataclass(frozen=True)
@@ -94,18 +98,23 @@ class LiveStream:
         self._next_chunk_end = engine.recognizer.meta.chunk_frames
 
     # -- audio in --------------------------------------------------------------------------
-    async def feed(self, sample_rate: int, samples: np.ndarray) -> None:
+    async def feed(self, sample_rate: int, samples: np.ndarray) -> float:
         """Accept audio (raises AudioInputError / StreamStateError like
         ``Stream.accept_waveform``; the stream stays usable), then wait while more than the
-        engine's ``max_pending_seconds`` of it is undecoded."""
+        engine's ``max_pending_seconds`` of it is undecoded. Returns the seconds it waited
+        (0.0 when it did not: an adapter that awaits it had its reads paused that long)."""
         self.stream.accept_waveform(sample_rate, samples)
         self._engine._arrived(self)
         limit = (self._engine.max_pending_frames if self.stream.state.vad is None
                  else self._engine.max_pending_frames_vad)
+        if self.stream.done or self.closed or self.pending_frames <= limit:
+            return 0.0
+        started = time.monotonic()
         while (not self.stream.done and not self.closed
                and self.pending_frames > limit):
             self._decoded.clear()
             await self._decoded.wait()
+        return time.monotonic() - started
 
     async def wait_decoded(self) -> None:
         """Wait until every whole chunk accepted so far is decoded (what a request/reply
@@ -266,8 +275,9 @@ class Engine:
             except asyncio.CancelledError:
                 pass
             self._scheduler = None
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        while self._in_flight:  # each commit sets _progress (a cancelled stop() cancels
+            self._progress.clear()  # no batch: they commit all the same)
+            await self._progress.wait()
         for live in list(self._streams.values()):
             live.close()
         if self._pool is not None:
@@ -286,9 +296,27 @@ class Engine:
         self._streams[live.stream] = live
         return live
 
+    async def prepare(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
+                      phrases: Sequence[str] | None = None) -> None:
+        """Build what ``open`` with these arguments needs (grammars, hotword graphs, word
+        graphs, LMs: see ``streamdec.resources``) in a thread of the loop's default
+        executor, so a heavy build does not stall the loop; raises what ``open`` would."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.recognizer.resources.prepare,
+                                   search or self.recognizer.config.search, hotwords, phrases)
+
     @property
     def active_streams(self) -> int:
         return len(self._streams)
+
+    @property
+    def ready_streams(self) -> int:
+        """Streams holding a whole chunk, waiting for a decode slot (the queue)."""
+        return len(self._ready)
+
+    @property
+    def batches_in_flight(self) -> int:
+        return len(self._in_flight)
 
     async def drain(self) -> None:
         """End the input of every stream and wait until each has its last result."""
@@ -319,10 +347,29 @@ class Engine:
             except BaseException:
                 self._slots.release()
                 raise
-            started = time.perf_counter()
-            future = loop.run_in_executor(self._pool, self.recognizer.compute, batch)
-            self._in_flight.add(future)
-            future.add_done_callback(lambda f, b=batch, t=started: self._finished(b, f, t))
+            self._submit(loop, batch)
+
+    def _submit(self, loop: asyncio.AbstractEventLoop, batch: DecodeBatch) -> None:
+        """Compute ``batch`` in a worker thread; its commit runs on the loop when the thread
+        is done, whatever happens to the future that waiters see: ``done`` (in
+        ``_in_flight``) may be cancelled by a cancelled waiter, the commit still happens, so
+        no stream stays in flight."""
+        started = time.perf_counter()
+        done = loop.create_future()
+        self._in_flight.add(done)
+
+        def computed(work: concurrent.futures.Future) -> None:  # worker thread (or here)
+            try:
+                loop.call_soon_threadsafe(self._finished, batch, work, started, done)
+            except RuntimeError:  # the loop is closed: nobody is left to hand results to
+                pass
+
+        try:
+            work = self._pool.submit(self.recognizer.compute, batch)
+        except RuntimeError as e:  # the pool is shut down
+            work = concurrent.futures.Future()
+            work.set_exception(e)
+        work.add_done_callback(computed)
 
     async def _next_batch(self) -> DecodeBatch:
         """Wait for ready streams; give them up to max_wait_ms to fill a batch."""
@@ -347,31 +394,49 @@ class Engine:
             except asyncio.TimeoutError:
                 pass
 
-    def _finished(self, batch: DecodeBatch, future: asyncio.Future, started: float) -> None:
-        """A batch's compute ended (loop thread): commit it and hand out the results."""
-        self._in_flight.discard(future)
+    def _finished(self, batch: DecodeBatch, work: concurrent.futures.Future,
+                  started: float, done: asyncio.Future) -> None:
+        """A batch's compute ended (loop thread): commit it and hand out the results. A
+        compute that was cancelled or broke gives each of its streams a DecodeError."""
+        self._in_flight.discard(done)
         self._slots.release()
-        if future.cancelled() or future.exception() is not None:  # compute itself broke
-            error = DecodeError(f"decoding failed: {future.exception()!r}")
-            updates = [StreamUpdate(None, [], error) for _ in batch.streams]
-        else:
-            updates = future.result()
-        if self.observer:
-            self.observer.on_batch(len(batch), time.perf_counter() - started)
-        self.recognizer.commit(batch, updates)
-        now = time.monotonic()
-        for stream, update in zip(batch.streams, updates):
-            live = self._streams.get(stream)
-            if live is None:  # closed while in flight
-                continue
-            # the stream queued the events at commit: hand them out (a stream keeps no copy)
-            latencies = live._delivered(stream.pop_events(), now)
+        try:
+            updates = self._updates(batch, work)
             if self.observer:
-                for seconds in latencies:
-                    self.observer.on_result_latency(seconds)
-                if update.error is not None:
-                    self.observer.on_stream_error(update.error)
-            if self.recognizer.is_ready(stream):
-                self._ready[live] = None
-        self._changed.set()
-        self._progress.set()
+                self.observer.on_batch(len(batch), time.perf_counter() - started)
+            self.recognizer.commit(batch, updates)
+            now = time.monotonic()
+            for stream, update in zip(batch.streams, updates):
+                live = self._streams.get(stream)
+                if live is None:  # closed while in flight
+                    continue
+                # the stream queued the events at commit: hand them out (it keeps no copy)
+                latencies = live._delivered(stream.pop_events(), now)
+                if self.observer:
+                    for seconds in latencies:
+                        self.observer.on_result_latency(seconds)
+                    if update.error is not None:
+                        self.observer.on_stream_error(update.error)
+                if self.recognizer.is_ready(stream):
+                    self._ready[live] = None
+        finally:
+            self._changed.set()
+            self._progress.set()
+            if not done.done():
+                done.set_result(None)
+
+    @staticmethod
+    def _updates(batch: DecodeBatch, work: concurrent.futures.Future) -> list[StreamUpdate]:
+        """The compute's updates, or a DecodeError for every stream when it was cancelled or
+        broke (``Recognizer.compute`` itself turns a stream's failure into its update)."""
+        if work.cancelled():
+            error = DecodeError("decoding was cancelled")
+        elif work.exception() is not None:
+            log.error("decoding a batch failed", exc_info=work.exception())
+            error = DecodeError(f"decoding failed: {work.exception()!r}")
+        else:
+            updates = work.result()
+            if len(updates) == len(batch):
+                return updates
+            error = DecodeError(f"decoding gave {len(updates)} updates for {len(batch)} streams")
+        return [StreamUpdate(None, [], error) for _ in batch.streams]

@@ -1,4 +1,7 @@
-"""A small bounded mapping that forgets the least recently used entry."""
+"""A small bounded mapping that forgets the least recently used entries.
+
+Each entry has a weight (1 unless given); the weights kept never exceed ``capacity``. Not
+locked: its owners lock around it (``DecoderCache``, ``SearchResources``)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ class LruCache(Generic[K, V]):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[K, V] = OrderedDict()
+        self.weight = 0  # of the entries kept
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -24,14 +28,27 @@ class LruCache(Generic[K, V]):
     def __contains__(self, key: K) -> bool:
         return key in self._entries
 
-    def get(self, key: K) -> V | None:
-        if key not in self._entries:
-            return None
-        self._entries.move_to_end(key)
-        return self._entries[key]
+    def keys(self) -> list[K]:
+        """The keys, least recently used first."""
+        return list(self._entries)
 
-    def put(self, key: K, value: V) -> None:
-        self._entries[key] = value
+    def get(self, key: K, default: V | None = None) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return default
         self._entries.move_to_end(key)
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        return entry[0]
+
+    def put(self, key: K, value: V, weight: int = 1) -> None:
+        """Keep ``value`` (its ``weight`` in [1, capacity]), forgetting the least recently
+        used entries until the weights fit."""
+        if not 1 <= weight <= self.capacity:
+            raise ValueError(f"weight must be in [1, {self.capacity}], got {weight}")
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.weight -= old[1]
+        self._entries[key] = (value, weight)
+        self.weight += weight
+        while self.weight > self.capacity:
+            _, (_, w) = self._entries.popitem(last=False)
+            self.weight -= w

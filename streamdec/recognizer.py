@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -41,28 +40,18 @@ from .errors import DecodeError, ModelLoadError, StreamStateError
 from .features import FeatureConfig
 from .models import ModelConfig, TransducerModel, load_model
 from .models.files import find_model_files
-from .models.base import complete_meta
 from .results import Result
-from .search import DecoderCache, Search, SearchConfig, make_search
+from .resources import SearchResources
+from .search import Search, SearchConfig
 from .search.base import SearchState
-from .search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
-                                   read_hotwords_file)
-from .search.word_graph import WordGraph, WordOptions
 from .segments import Closing, SegmentState, Segmenter
 from .stream import DecodeState, Stream
 from .tokens import SymbolTable
-from .lru import LruCache
 from .vad import DECODE, SKIP, WAIT, Chunk, Gate, SampleQueue, SileroVad, VadConfig
 
 __all__ = ["Recognizer", "RecognizerConfig", "DecodeBatch", "StreamUpdate"]
 
 log = logging.getLogger("streamdec")
-
-#: search configurations (and hotwords files) whose objects a recognizer keeps
-MAX_SEARCH_CONFIGS = 64
-
-#: lang-directory word graphs a recognizer keeps (each may hold a large lexicon)
-MAX_LANG_GRAPHS = 4
 
 _NO_ENDPOINT = EndpointConfig(enabled=False)
 
@@ -83,31 +72,30 @@ class Recognizer:
         #: the files the model was loaded from (None when model and symbols were given)
         self.model_files = (find_model_files(self.config.model)
                             if model is None or symbols is None else None)
-        self.model = model or load_model(self.config.model, self.model_files)
+        self.model = model or load_model(self.config.model, self.config.features,
+                                         self.model_files)
         self.symbols = symbols or SymbolTable.from_file(self.model_files.tokens)
         model_dir, features = self.config.model.path, self.config.features
-        self.symbols.check_vocab(self.model.meta.vocab_size)
-        if features.num_bins != self.model.meta.feature_dim:
+        meta = self.model.meta
+        self.symbols.check_vocab(meta.vocab_size)
+        if features.num_bins != meta.feature_dim:
             raise ModelLoadError(f"features.num_bins {features.num_bins} != the "
-                                 f"encoder's input dim {self.model.meta.feature_dim}")
-        #: the model's metadata completed from tokens.txt and the feature config
-        self.meta = complete_meta(self.model.meta, blank_id=self.symbols.blank_id,
-                                  frame_shift_ms=features.frame_shift_ms,
-                                  sample_rate=features.sample_rate, where=model_dir)
+                                 f"encoder's input dim {meta.feature_dim}")
+        # (a model loaded here agrees by construction; one passed in may not)
+        for key, ours, source in (("blank_id", self.symbols.blank_id, "the symbols"),
+                                  ("frame_shift_ms", features.frame_shift_ms, "features"),
+                                  ("sample_rate", features.sample_rate, "features")):
+            if getattr(meta, key) != ours:
+                raise ModelLoadError(f"{model_dir}: the model's {key} is "
+                                     f"{getattr(meta, key):g} but {source} give {ours:g}")
+        #: the model's metadata, complete from the backend
+        self.meta = meta
         self.segmenter = Segmenter(self.config.endpoint, self.symbols, self.meta)
-        self._decoder_cache = DecoderCache(self.model, self.config.search.decoder_cache_size)
-        # per-configuration search objects, hotwords and word graphs, bounded (clients may
-        # bring their own configurations); a stream keeps its own references, so eviction is
-        # safe
-        self._searches: LruCache[SearchConfig, Search] = LruCache(MAX_SEARCH_CONFIGS)
-        self._file_hotwords: LruCache[tuple, list[tuple[str, float]]] = LruCache(
-            MAX_SEARCH_CONFIGS)
-        self._file_graphs: LruCache[tuple, ContextGraph | None] = LruCache(MAX_SEARCH_CONFIGS)
-        self._grammars: LruCache[tuple, WordGraph] = LruCache(MAX_SEARCH_CONFIGS)
-        self._word_graphs: LruCache[tuple, WordGraph] = LruCache(MAX_LANG_GRAPHS)
+        #: the per-configuration searches, hotwords, word graphs and LMs streams share
+        self.resources = SearchResources(self.model, self.symbols, self.meta, model_dir,
+                                         self.config.search.decoder_cache_size)
         # the default configuration's files are read and checked now, before any audio
-        self._hotwords(self.config.search, ())
-        self._words(self.config.search, None)
+        self.resources.prepare(self.config.search)
         self._vad: Gate | None = None  # loaded with the first stream that uses it
         if self.config.vad.enabled:
             self.vad_gate
@@ -118,25 +106,6 @@ class Recognizer:
         if self._vad is None:
             self._vad = Gate(self.config.vad, SileroVad(self.config.features.sample_rate))
         return self._vad
-
-    def search_for(self, config: SearchConfig) -> Search:
-        """The shared search object of one configuration (all share one decoder cache)."""
-        search = self._searches.get(config)
-        if search is None:
-            resolved = replace(config, lm_file=self.model_file(config.lm_file))
-            search = make_search(self.model, resolved, self._decoder_cache, self.symbols.unk_id,
-                                 self.meta)
-            self._searches.put(config, search)
-        return search
-
-    def model_file(self, path: str | None) -> str | None:
-        """A relative ``lang_dir``/``lm_file`` names a path inside the model directory when
-        it exists there (the built-in model ships ``lang/`` and ``lm.onnx``), else a path
-        relative to the working directory."""
-        if not path or Path(path).is_absolute():
-            return path
-        inside = self.config.model.path / path
-        return str(inside) if inside.exists() else path
 
     def create_stream(self, search: SearchConfig | None = None,
                       hotwords: Sequence[str] = (),
@@ -157,64 +126,23 @@ class Recognizer:
         lets anything else through, shown as ``[unk]`` and costing ``search.unk_penalty``.
         Replaces ``search.lang_dir`` for this stream; needs a beam search.
 
+        What the stream needs comes from ``resources`` (built there when missing: call
+        ``resources.prepare`` first, e.g. in a worker thread, to keep heavy builds away from
+        the caller's thread).
+
         ``endpoint``: this stream's endpoint rules (default: the recognizer's)."""
-        config = search or self.config.search
-        s = self.search_for(config)
+        r = self.resources.prepare(search or self.config.search, hotwords, phrases)
         state = DecodeState(
             encoder_states=tuple(self.model.state_layout.initial()),
-            search_state=s.init_state(graph=self._hotwords(config, hotwords),
-                                      words=self._words(config, phrases)),
+            search_state=r.search.init_state(graph=r.hotwords, words=r.words),
             segment=SegmentState())
         if vad if vad is not None else self.config.vad.enabled:
             state = replace(state, vad=self.vad_gate.initial())
             return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                          search=s, state=state, vad_queue=SampleQueue(), endpoint=endpoint)
+                          search=r.search, state=state, vad_queue=SampleQueue(),
+                          endpoint=endpoint)
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                      search=s, state=state, endpoint=endpoint)
-
-    def _words(self, config: SearchConfig, phrases: Sequence[str] | None) -> WordGraph | None:
-        """The word graph of a stream: its grammar, or the config's lang directory (one
-        graph shared by every stream of that configuration)."""
-        if phrases is not None:  # streams with the same list share one graph
-            from .search.grammar import grammar_graph
-
-            key = (tuple(phrases), config.unk_penalty, config.word_bonus,
-                   config.unk_unit_penalty)
-            graph = self._grammars.get(key)
-            if graph is None:
-                graph = grammar_graph(list(phrases), self.symbols, config.unk_penalty,
-                                      config.word_bonus, config.unk_unit_penalty)
-                self._grammars.put(key, graph)
-            return graph
-        if not config.lang_dir:
-            return None
-        options = WordOptions(lm_scale=config.word_lm_scale, word_bonus=config.word_bonus,
-                              lookahead=config.word_lookahead, allow_oov=config.allow_oov,
-                              unk_penalty=config.unk_penalty,
-                              unk_unit_penalty=config.unk_unit_penalty)
-        key = (config.lang_dir, options)
-        graph = self._word_graphs.get(key)
-        if graph is None:
-            from .lang.lang_dir import load_word_graph
-
-            graph = load_word_graph(self.model_file(config.lang_dir), self.symbols, options)
-            self._word_graphs.put(key, graph)
-        return graph
-
-    def _hotwords(self, config: SearchConfig, extra: Sequence[str]) -> ContextGraph | None:
-        """The hotwords graph of a stream: the config's file plus ``extra`` phrases."""
-        key = (config.hotwords_file, config.hotwords_score)
-        file_phrases = self._file_hotwords.get(key)
-        if file_phrases is None:
-            file_phrases = (read_hotwords_file(config.hotwords_file, config.hotwords_score)
-                            if config.hotwords_file else [])
-            self._file_hotwords.put(key, file_phrases)
-        if not extra:  # the same graph for every stream of this config
-            if key not in self._file_graphs:
-                self._file_graphs.put(key, hotwords_graph(file_phrases, self.symbols))
-            return self._file_graphs.get(key)
-        return hotwords_graph(file_phrases + parse_hotwords(extra, config.hotwords_score),
-                              self.symbols)
+                      search=r.search, state=state, endpoint=endpoint)
 
     def is_ready(self, stream: Stream) -> bool:
         """True when the stream holds a whole encoder chunk not yet decoded (and is neither

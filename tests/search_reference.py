@@ -28,7 +28,8 @@ class ToyModel:
         rng = np.random.RandomState(seed)
         self.meta = ModelMeta(model_type="toy", chunk_frames=1, chunk_shift=4,
                               encoder_frames_per_chunk=1, feature_dim=1, joiner_dim=dim,
-                              context_size=context_size, vocab_size=vocab)
+                              context_size=context_size, vocab_size=vocab,
+                              blank_id=0, frame_shift_ms=10.0, sample_rate=16000)
         self.emb = rng.randn(vocab, dim).astype(np.float32)
         self.proj = rng.randn(context_size * dim, dim).astype(np.float32) * 0.5
         self.out = rng.randn(dim, vocab).astype(np.float32) * scale

@@ -46,6 +46,19 @@ class Observer:
         self.errors.append(error)
 
 
+def compute_threads(rec: Recognizer, monkeypatch) -> set[str]:
+    """The names of the threads ``rec.compute`` runs in from now on (filled as it runs)."""
+    names: set[str] = set()
+    compute = rec.compute
+
+    def spy(batch):
+        names.add(threading.current_thread().name)
+        return compute(batch)
+
+    monkeypatch.setattr(rec, "compute", spy)
+    return names
+
+
 @pytest.fixture(scope="module")
 def rec(model_dirs):
     return make_recognizer(model_dirs["zipformer2"])
@@ -109,14 +122,7 @@ def test_streams_are_touched_by_the_loop_thread_only(rec, monkeypatch):
         record(Stream, name)
     for name in ("frames", "drop_before", "accept_waveform", "input_finished"):
         record(StreamingFeatures, name)
-    computed_in: set[str] = set()
-    compute = rec.compute
-
-    def spy(batch):
-        computed_in.add(threading.current_thread().name)
-        return compute(batch)
-
-    monkeypatch.setattr(rec, "compute", spy)
+    computed_in = compute_threads(rec, monkeypatch)
 
     async def main():
         async with Engine(rec, EngineConfig(max_batch=4, max_wait_ms=1)) as engine:
@@ -244,3 +250,129 @@ def test_results_are_handed_out_once_and_not_kept_by_the_stream(rec):
     got = asyncio.run(main())
     want = decode_in_pieces(rec, np.concatenate(AUDIOS[:4]), 1600)
     assert key(finals(got)) == key(finals(want))
+
+
+class Gated:
+    """The real model, except that each encode call waits for ``go`` (so a test can act
+    while a batch is being computed) after setting ``entered``."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+        self.meta, self.state_layout = model.meta, model.state_layout
+        self.entered, self.go = threading.Event(), threading.Event()
+
+    def encode(self, features, states):
+        self.entered.set()
+        assert self.go.wait(10), "the test never let the batch go"
+        return self._model.encode(features, states)
+
+    def decode(self, contexts):
+        return self._model.decode(contexts)
+
+    def join(self, encoder_out, decoder_out):
+        return self._model.join(encoder_out, decoder_out)
+
+
+async def batch_entered(gated: Gated) -> None:
+    """Wait (without blocking the loop) until a batch is inside the model."""
+    for _ in range(1000):
+        if gated.entered.is_set():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("no batch reached the model in 5 s")
+
+
+def test_a_cancelled_batch_future_still_commits_every_stream(rec):
+    """Cancelling the future of a batch being computed (what a cancelled waiter does) must
+    not leave its streams in flight: the batch commits and every stream goes on to the
+    transcript it gets alone."""
+    gated = Gated(rec.model)
+    slow = Recognizer(rec.config, model=gated, symbols=rec.symbols)
+    audios = AUDIOS[:3]
+
+    async def main():
+        async with Engine(slow, EngineConfig(max_batch=3, max_wait_ms=50)) as engine:
+            lives = [engine.open() for _ in audios]
+            for live, audio in zip(lives, audios):
+                await live.feed(16000, audio[:8000])  # one whole chunk each, no waiting
+            await batch_entered(gated)
+            in_flight = list(engine._in_flight)
+            assert len(in_flight) == 1
+            assert sum(live.stream.in_flight for live in lives) == 3
+            for future in in_flight:
+                future.cancel()
+            await asyncio.sleep(0.05)  # the cancellation reaches every callback
+            gated.go.set()
+            results = []
+            for live, audio in zip(lives, audios):
+                await live.feed(16000, audio[8000:])
+                live.finish()
+            for live in lives:
+                results.append(await asyncio.wait_for(_collect(live), 20))
+                assert not live.stream.in_flight and live.error is None
+            return results
+
+    # (a bound on the whole test: the bug it guards against hangs)
+    for audio, results in zip(audios, asyncio.run(asyncio.wait_for(main(), 30))):
+        assert results[-1].is_eof
+        assert key(finals(results)) == key(finals(decode_in_pieces(rec, audio, len(audio))))
+
+
+def test_cancelling_the_task_that_stops_the_engine_mid_batch_leaves_no_stream_in_flight(rec):
+    """engine.stop() waits for the batches in flight; cancelling it mid-batch must not cancel
+    the batch: its streams get the chunk's results, and a second stop() returns."""
+    gated = Gated(rec.model)
+    slow = Recognizer(rec.config, model=gated, symbols=rec.symbols)
+    audios = AUDIOS[:3]
+
+    async def main():
+        engine = Engine(slow, EngineConfig(max_batch=3, max_wait_ms=50))
+        engine.start()
+        lives = [engine.open() for _ in audios]
+        for live, audio in zip(lives, audios):
+            await live.feed(16000, audio[:8000])
+        await batch_entered(gated)
+        stopping = asyncio.create_task(engine.stop())
+        await asyncio.sleep(0.05)
+        stopping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stopping
+        gated.go.set()
+        await asyncio.wait_for(engine.stop(), 10)
+        return lives
+
+    lives = asyncio.run(asyncio.wait_for(main(), 30))
+    chunk = rec.meta.chunk_shift
+    for live in lives:
+        assert not live.stream.in_flight and live.error is None
+        assert live.stream.state.processed_frames == chunk  # the one batch was committed
+
+
+def test_a_compute_that_breaks_gives_every_stream_of_its_batch_an_error(rec, monkeypatch):
+    """When the compute itself raises (not one stream's failure, which compute turns into
+    that stream's update), each stream of the batch ends with a DecodeError."""
+    def broken(batch):
+        raise MemoryError("simulated: the whole compute broke")
+
+    monkeypatch.setattr(rec, "compute", broken)
+    observer = Observer()
+
+    async def one(engine, audio):
+        try:
+            return await asyncio.wait_for(stream_file(engine, audio, 1600), 20)
+        except DecodeError as e:
+            return e
+
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=4, max_wait_ms=50), observer) as e:
+            return await asyncio.gather(*[one(e, a) for a in AUDIOS[:4]])
+
+    got = asyncio.run(main())
+    monkeypatch.undo()
+    assert [type(g) for g in got] == [DecodeError] * 4
+    assert all("simulated: the whole compute broke" in str(g) for g in got)
+    assert len(observer.errors) == 4
+
+
+async def _collect(live):
+    return [r async for r in live.results()]

@@ -145,9 +145,12 @@ def test_blank_id_frame_shift_and_rate_come_from_tokens_and_features(model_dirs,
     swapped = {"<blk>": "3", lines[3].split()[0]: "0"}
     (d / "tokens.txt").write_text("\n".join(
         f"{line.split()[0]} {swapped.get(line.split()[0], line.split()[1])}" for line in lines))
+    # the backend's metadata is complete: the blank id of tokens.txt, the features' rate
+    meta = load_model(ModelConfig(model_dir=str(d)), FeatureConfig(sample_rate=8000)).meta
+    assert (meta.blank_id, meta.frame_shift_ms, meta.sample_rate) == (3, 10.0, 8000)
     rec = make_recognizer(d, features=FeatureConfig(frame_shift_ms=10.0))
     assert (rec.meta.blank_id, rec.meta.frame_shift_ms, rec.meta.sample_rate) == (3, 10.0, 16000)
-    assert rec.search_for(rec.config.search).blank_id == 3
+    assert rec.resources.search(rec.config.search).blank_id == 3
     assert rec.create_stream().search_state.hyp.context == (-1, 3)
 
 

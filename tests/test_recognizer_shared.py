@@ -1,5 +1,7 @@
-"""What a recognizer shares between streams and configurations: one decoder cache for
-every search configuration, a bounded map of search objects, hotwords checked once."""
+"""What a recognizer shares between streams and configurations (its ``SearchResources``):
+one decoder cache for every search configuration, one bounded store of search objects,
+hotwords, grammars, word graphs and LMs with one eviction rule, safe from many threads,
+each resource built once; hotwords checked once."""
 
 import pytest
 
@@ -7,7 +9,7 @@ from conftest import make_recognizer
 from decode_utils import decode_in_pieces, finals, key
 from model_factory import test_audio
 from streamdec import ConfigError, SearchConfig, TokenizeError
-from streamdec.recognizer import MAX_SEARCH_CONFIGS
+from streamdec.resources import HEAVY, RESOURCE_BUDGET
 
 AUDIO = test_audio(3.0, seed=5)
 
@@ -18,9 +20,9 @@ def rec(model_dirs):
 
 
 def test_every_search_configuration_shares_the_decoder_cache(rec):
-    greedy = rec.search_for(SearchConfig(method="greedy"))
-    beam = rec.search_for(SearchConfig(method="modified_beam", beam=3))
-    alsd = rec.search_for(SearchConfig(method="alsd", beam=2))
+    greedy = rec.resources.search(SearchConfig(method="greedy"))
+    beam = rec.resources.search(SearchConfig(method="modified_beam", beam=3))
+    alsd = rec.resources.search(SearchConfig(method="alsd", beam=2))
     assert greedy.decoder_cache is beam.decoder_cache is alsd.decoder_cache
     decode_in_pieces(rec, AUDIO, 1600, search=SearchConfig(method="modified_beam", beam=3))
     assert len(beam.decoder_cache) > 1  # filled by one search, seen by all
@@ -29,11 +31,13 @@ def test_every_search_configuration_shares_the_decoder_cache(rec):
 def test_search_objects_are_bounded_and_eviction_is_safe(rec):
     first = SearchConfig(method="modified_beam", beam=1)
     s = rec.create_stream(search=first)
-    configs = [SearchConfig(method="modified_beam", beam=n) for n in range(2, 2 + 2 * MAX_SEARCH_CONFIGS)]
+    configs = [SearchConfig(method="modified_beam", beam=n)
+               for n in range(2, 2 + 2 * RESOURCE_BUDGET)]
     for c in configs:
-        rec.search_for(c)
-    assert len(rec._searches) == MAX_SEARCH_CONFIGS
-    assert first not in rec._searches
+        rec.resources.search(c)
+    assert rec.resources.weight == RESOURCE_BUDGET
+    assert ("search", first) not in rec.resources
+    assert rec.resources.keys()[-1] == ("search", configs[-1])
     # the stream created before its configuration was evicted decodes as before
     s.accept_waveform(16000, AUDIO)
     s.input_finished()

@@ -87,7 +87,7 @@ class FirstFrameModel:
 
     meta = ModelMeta(model_type="hand", chunk_frames=1, chunk_shift=4,
                      encoder_frames_per_chunk=1, feature_dim=1, joiner_dim=4, context_size=1,
-                     vocab_size=4)
+                     vocab_size=4, blank_id=0, frame_shift_ms=10.0, sample_rate=16000)
 
     def decode(self, contexts):
         out = np.zeros((len(contexts), 4), np.float32)

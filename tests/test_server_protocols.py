@@ -313,7 +313,7 @@ def test_serve_flags_override_the_environment_which_overrides_the_file():
     from streamdec.cli.main import build_parser
     from streamdec.cli.serve import server_config
 
-    args = build_parser().parse_args(["serve", "--port", "7001", "--workers", "1"])
+    args = build_parser().parse_args(["serve", "--port", "7001", "--decode-threads", "1"])
     config = server_config(args, ServerConfig(port=6000, max_batch=8, workers=2),
                            {"STREAMDEC_PORT": "7000", "STREAMDEC_MAX_BATCH": "4"})
     assert (config.port, config.max_batch, config.workers) == (7001, 4, 1)

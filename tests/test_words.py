@@ -28,7 +28,8 @@ def test_word_spans(table, ids, want):
 
 def test_result_words_have_frame_times_and_geometric_mean_confidence():
     meta = ModelMeta(model_type="t", chunk_frames=35, chunk_shift=32, encoder_frames_per_chunk=8,
-                     feature_dim=80, joiner_dim=4, context_size=2, vocab_size=5)
+                     feature_dim=80, joiner_dim=4, context_size=2, vocab_size=5,
+                     blank_id=0, frame_shift_ms=10.0, sample_rate=16000)
     hyp = Hypothesis(context=(1, 4), tokens=(1, 2, 3, 1, 4), frames=(10, 11, 13, 20, 21),
                      log_probs=(-0.1, -0.2, -0.4, -0.05, -1.0), score=-2.0)
     r = make_result(hyp, CHARS, meta, segment=0, segment_start=10, frame_offset=30,

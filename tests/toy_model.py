@@ -21,7 +21,8 @@ class ToyModel:
         self.repeat_penalty = repeat_penalty
         self.meta = ModelMeta(model_type="toy", chunk_frames=chunk_frames * 4,
                               chunk_shift=chunk_frames * 4, encoder_frames_per_chunk=chunk_frames,
-                              feature_dim=80, joiner_dim=V, context_size=2, vocab_size=V)
+                              feature_dim=80, joiner_dim=V, context_size=2, vocab_size=V,
+                              blank_id=0, frame_shift_ms=10.0, sample_rate=16000)
         self.state_layout = StateLayout((StateSpec("count", np.dtype(np.int64), 0, (1,)),))
         self.decoder_calls = 0
 

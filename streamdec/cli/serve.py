@@ -41,7 +41,9 @@ _FLAGS = [  # (flag, ServerConfig field, type, help)
     ("--tls-key", "tls_key", str, "PEM private key of --tls-cert"),
     ("--max-batch", "max_batch", int, "streams decoded in one batch"),
     ("--max-wait-ms", "max_wait_ms", float, "how long a ready stream waits for a batch"),
-    ("--workers", "workers", int, "batches decoded at once (threads)"),
+    ("--decode-threads", "workers", int, "batches decoded at once (threads, per process)"),
+    ("--workers", "processes", int, "server processes sharing the port (SO_REUSEPORT; each "
+                                    "loads the model; default 1)"),
     ("--max-pending-seconds", "max_pending_seconds", float,
      "undecoded audio per stream before its reads pause"),
 ]
@@ -115,8 +117,15 @@ def run(args: argparse.Namespace) -> int:
     if args.ray:
         from ..rayserve.run import serve_on_ray
 
+        if config.processes > 1:
+            raise ConfigError("--workers is for the daemon without --ray (Ray scales with "
+                              "--replicas)")
         return serve_on_ray(dataclasses.replace(app, server=config,
                                                 ray=ray_config(args, app.ray)))
+    if config.processes > 1:
+        from ..server.workers import serve_workers
+
+        return serve_workers(dataclasses.replace(app, server=config), config.processes)
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
     context = ServerContext.create(recognizer, config, app.audio)

@@ -61,11 +61,13 @@ def word_sources(folder: str | Path) -> tuple[Path, Path]:
     return lexicon, arpa
 
 
-def load_word_graph(folder: str | Path, symbols, options):
+def load_word_graph(folder: str | Path, symbols, options, compiled=None):
     """The ``WordGraph`` of a lang directory (lexicon x G.arpa) for the model's ``symbols``,
-    from its compiled form (``compiled.py``: built on first use, then read back)."""
+    from its compiled form (``compiled.py``: built on first use, then read back);
+    ``compiled``: reads that form (default ``load_compiled``; a store passes its own to
+    share one prefix tree and n-gram between option sets)."""
     from ..search.word_graph import WordGraph
     from .compiled import load_compiled
 
-    tree, lm = load_compiled(folder, symbols)
+    tree, lm = (compiled or load_compiled)(folder, symbols)
     return WordGraph(tree, lm, symbols, options)

@@ -11,14 +11,20 @@ __all__ = ["ModelMeta", "TransducerModel", "ModelConfig", "BUILTIN_MODEL_DIR", "
            "StateSpec", "ModelFiles", "find_model_files", "load_model"]
 
 
-def load_model(config: ModelConfig, files: ModelFiles | None = None) -> TransducerModel:
-    """Load the model ``config`` names with the backend it names (raises ModelLoadError).
-    ``files``: the files ``find_model_files(config)`` chose, when the caller has them."""
+def load_model(config: ModelConfig, features=None, files: ModelFiles | None = None
+               ) -> TransducerModel:
+    """Load the model ``config`` names with the backend it names (raises ModelLoadError);
+    ``features``: the ``FeatureConfig`` it runs with (default ``FeatureConfig()``), which
+    with tokens.txt completes its ``meta``; ``files``: the files ``find_model_files(config)``
+    chose, when the caller has them."""
+    from ..features import FeatureConfig
+
     files = files or find_model_files(config)
+    features = features or FeatureConfig()
     if config.backend == "torch":
         from .torch_backend import TorchTransducer
 
-        return TorchTransducer(config, files)
+        return TorchTransducer(config, files, features)
     from .onnx_backend import OnnxTransducer
 
-    return OnnxTransducer(config, files)
+    return OnnxTransducer(config, files, features)

@@ -7,14 +7,14 @@ C context size, V vocabulary size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from .states import StateLayout
 
-__all__ = ["ModelMeta", "TransducerModel", "probe_meta", "complete_meta", "DECLARED_KEYS"]
+__all__ = ["ModelMeta", "TransducerModel", "probe_meta", "feature_facts", "DECLARED_KEYS"]
 
 #: Metadata keys a model may state about its features and units (all optional).
 DECLARED_KEYS = ("blank_id", "frame_shift_ms", "sample_rate", "subsampling_factor")
@@ -32,13 +32,11 @@ class ModelMeta:
     joiner_dim: int  # D
     context_size: int  # C
     vocab_size: int  # V
-    # Completed by ``complete_meta`` (the Recognizer does it) from tokens.txt (``<blk>``)
-    # and the feature config; the backends' values before that are placeholders.
-    blank_id: int = 0
-    frame_shift_ms: float = 10.0  # of the feature frames
-    sample_rate: int = 16000  # of the features' input
+    blank_id: int  # of the model's units (``<blk>`` in tokens.txt)
+    frame_shift_ms: float  # of the feature frames (the feature config's)
+    sample_rate: int  # of the features' input (the feature config's)
     # Optional facts the model files state in their metadata (``blank_id``,
-    # ``frame_shift_ms``, ``sample_rate``), checked against the rest by ``complete_meta``.
+    # ``frame_shift_ms``, ``sample_rate``), checked against the rest by ``probe_meta``.
     declared: tuple[tuple[str, float], ...] = ()
 
     @property
@@ -75,11 +73,15 @@ class TransducerModel(Protocol):
 
 
 def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, chunk_shift: int,
-               context_size: int, feature_dim: int, where: object,
-               declared: dict[str, float] | None = None) -> ModelMeta:
-    """Complete the metadata with one test call of each network: T' and D come from the
-    encoder's output, V from the joiner's (nothing hard-coded). ``where`` names the file
-    in errors; ``declared``: the optional ``DECLARED_KEYS`` the files state."""
+               context_size: int, feature_dim: int, blank_id: int, frame_shift_ms: float,
+               sample_rate: int, where: object, declared: dict[str, float] | None = None
+               ) -> ModelMeta:
+    """The model's complete metadata, with one test call of each network: T' and D come
+    from the encoder's output, V from the joiner's (nothing hard-coded). ``blank_id``: of
+    the model's units (tokens.txt); ``frame_shift_ms``, ``sample_rate``: the feature
+    config's; ``where`` names the file in errors; ``declared``: the optional
+    ``DECLARED_KEYS`` the files state (ModelLoadError where they disagree with the rest,
+    or the blank id is outside the vocabulary)."""
     from ..errors import ModelLoadError
 
     if not 0 < chunk_shift <= chunk_frames:
@@ -98,26 +100,27 @@ def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, ch
     if factor is not None and factor != chunk_shift // t_out:
         raise ModelLoadError(f"{where}: metadata subsampling_factor {factor:g} but one call turns "
                              f"{chunk_shift} frames into {t_out} (factor {chunk_shift // t_out})")
-    return ModelMeta(model_type=model_type, chunk_frames=chunk_frames, chunk_shift=chunk_shift,
-                     encoder_frames_per_chunk=t_out, feature_dim=feature_dim,
-                     joiner_dim=encoder_out.shape[2], context_size=context_size,
-                     vocab_size=logits.shape[-1], declared=tuple(sorted(declared.items())))
-
-
-def complete_meta(meta: ModelMeta, *, blank_id: int, frame_shift_ms: float, sample_rate: int,
-                  where: object) -> ModelMeta:
-    """``meta`` with the blank id of the model's units and the feature config's frame shift
-    and rate; ModelLoadError where the model files state other values or the blank id is
-    outside the vocabulary."""
-    from ..errors import ModelLoadError
-
     given = {"blank_id": blank_id, "frame_shift_ms": frame_shift_ms, "sample_rate": sample_rate}
-    for key, value in meta.declared:
+    for key, value in sorted(declared.items()):
         if key in given and value != given[key]:
             source = "tokens.txt" if key == "blank_id" else f"features.{key}"
             raise ModelLoadError(f"{where}: the model states {key} = {value:g} but "
                                  f"{source} gives {given[key]:g}")
-    if not 0 <= blank_id < meta.vocab_size:
+    vocab_size = logits.shape[-1]
+    if not 0 <= blank_id < vocab_size:
         raise ModelLoadError(f"{where}: blank id {blank_id} outside the vocabulary "
-                             f"[0, {meta.vocab_size})")
-    return replace(meta, **given)
+                             f"[0, {vocab_size})")
+    return ModelMeta(model_type=model_type, chunk_frames=chunk_frames, chunk_shift=chunk_shift,
+                     encoder_frames_per_chunk=t_out, feature_dim=feature_dim,
+                     joiner_dim=encoder_out.shape[2], context_size=context_size,
+                     vocab_size=vocab_size, declared=tuple(sorted(declared.items())), **given)
+
+
+def feature_facts(tokens, features) -> dict:
+    """What ``probe_meta`` needs besides the networks, for a model's ``tokens`` file (the
+    one ``ModelFiles`` chose) and the ``features`` (a ``FeatureConfig``) it is run with:
+    the blank id of its tokens, the frame shift and the sample rate."""
+    from ..tokens import SymbolTable
+
+    return {"blank_id": SymbolTable.from_file(tokens).blank_id,
+            "frame_shift_ms": features.frame_shift_ms, "sample_rate": features.sample_rate}

@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ModelLoadError
-from .base import DECLARED_KEYS, probe_meta
+from .base import DECLARED_KEYS, feature_facts, probe_meta
 from .config import ModelConfig
 from .files import ModelFiles
 from .states import StateLayout, StateSpec
@@ -210,7 +210,9 @@ def read_context_size(session, path: Path) -> int:
 class OnnxTransducer:
     """A streaming transducer run by ONNX Runtime. See ``TransducerModel`` for the methods."""
 
-    def __init__(self, config: ModelConfig, files: ModelFiles) -> None:
+    def __init__(self, config: ModelConfig, files: ModelFiles, features) -> None:
+        """``files``: the chosen network and token files; ``features``: the
+        ``FeatureConfig`` the model runs with (see ``feature_facts``)."""
         self.config = config
         self.files = files
         enc_path, dec_path, join_path = files.encoder, files.decoder, files.joiner
@@ -234,7 +236,7 @@ class OnnxTransducer:
                                chunk_shift=contract.chunk_shift,
                                context_size=read_context_size(self.decoder, dec_path),
                                feature_dim=contract.feature_dim, where=enc_path,
-                               declared=contract.declared)
+                               declared=contract.declared, **feature_facts(files.tokens, features))
         declared_vocab = _metadata(self.decoder).get("vocab_size")
         if declared_vocab is not None and int(declared_vocab) != self.meta.vocab_size:
             raise ModelLoadError(f"{dec_path}: vocab_size {declared_vocab} != joiner output "

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ModelLoadError
-from .base import probe_meta
+from .base import feature_facts, probe_meta
 from .config import ModelConfig
 from .files import ModelFiles
 from .onnx_backend import open_session, read_context_size, read_encoder_contract
@@ -24,7 +24,9 @@ __all__ = ["TorchTransducer"]
 class TorchTransducer:
     """See ``TransducerModel``. Thread count: ``torch.set_num_threads`` is process-wide."""
 
-    def __init__(self, config: ModelConfig, files: ModelFiles) -> None:
+    def __init__(self, config: ModelConfig, files: ModelFiles, features) -> None:
+        """``files``: the chosen network and token files; ``features``: the
+        ``FeatureConfig`` the model runs with (see ``feature_facts``)."""
         try:
             import torch
         except ImportError:
@@ -56,7 +58,7 @@ class TorchTransducer:
                                context_size=read_context_size(open_session(dec_path, config),
                                                               dec_path),
                                feature_dim=contract.feature_dim, where=path,
-                               declared=contract.declared)
+                               declared=contract.declared, **feature_facts(files.tokens, features))
 
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:

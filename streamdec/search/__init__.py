@@ -52,11 +52,11 @@ SEARCHES: dict[str, type[Search]] = {
 
 
 def make_search(model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
-                unk_id: int | None = None, meta=None) -> Search:
+                unk_id: int | None = None, meta=None, lm=None) -> Search:
     """The search object for ``config.method`` (shared by every stream that uses it);
     see ``Search.__init__`` for the arguments."""
     cls = SEARCHES.get(config.method)
     if cls is None:
         raise ConfigError(f"search method {config.method!r} is not implemented yet "
                           f"(available: {', '.join(SEARCHES)})")
-    return cls(model, config, decoder_cache, unk_id, meta)
+    return cls(model, config, decoder_cache, unk_id, meta, lm)

@@ -29,6 +29,7 @@ from .decoder_cache import DecoderCache
 
 if TYPE_CHECKING:
     from .context_graph import ContextGraph
+    from .neural_lm import NeuralLm
     from .word_graph import WordGraph
 
 __all__ = ["Hypothesis", "SearchState", "Search", "initial_context", "log_softmax"]
@@ -99,9 +100,12 @@ class Search(abc.ABC, Generic[S]):
     name: ClassVar[str]
 
     def __init__(self, model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
-                 unk_id: int | None = None, meta: ModelMeta | None = None) -> None:
+                 unk_id: int | None = None, meta: ModelMeta | None = None,
+                 lm: "NeuralLm | None" = None) -> None:
         """``decoder_cache``: shared by the searches of one recognizer (None: a cache of
-        its own); ``meta``: the recognizer's completed metadata (default ``model.meta``)."""
+        its own); ``meta``: the recognizer's completed metadata (default ``model.meta``);
+        ``lm``: the ``NeuralLm`` of ``config.lm_file`` when the caller shares one (None:
+        loaded here)."""
         self.model = model
         self.config = config
         meta = meta or model.meta
@@ -111,8 +115,8 @@ class Search(abc.ABC, Generic[S]):
         # not ``decoder_cache or ...``: an empty cache is falsy (it has a length)
         self.decoder_cache = (DecoderCache(model, config.decoder_cache_size)
                               if decoder_cache is None else decoder_cache)
-        self.lm = None  # NeuralLm for shallow fusion (beam searches with config.lm_file)
-        if config.lm_file:
+        self.lm = lm  # NeuralLm for shallow fusion (beam searches with config.lm_file)
+        if config.lm_file and lm is None:
             from .neural_lm import NeuralLm
 
             self.lm = NeuralLm(config.lm_file, meta.vocab_size)

@@ -50,11 +50,14 @@ def _presented(headers: Mapping[str, str], query: Mapping[str, str]) -> str | No
 class Access:
     """Admission of connections: tokens, the cap and the drain state."""
 
-    def __init__(self, tokens: frozenset[str] | None, max_connections: int) -> None:
+    def __init__(self, tokens: frozenset[str] | None, max_connections: int,
+                 share=None) -> None:
         self.tokens = tokens
         self.max_connections = max_connections
-        self.open = 0  # admitted and not released yet
+        self.open = 0  # admitted here and not released yet
         self.draining = False
+        # one worker of several (a ``ServerShare``): the cap counts every worker's connections
+        self._share = share
 
     def authorized(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
         if not self.tokens:
@@ -75,13 +78,18 @@ class Access:
         """Why a connection would be refused (503) whoever it is: draining, or the cap."""
         if self.draining:
             return "server is shutting down"
-        if self.open >= self.max_connections:
+        total = self.open if self._share is None else self._share.connections
+        if total >= self.max_connections:
             return (f"server is at its limit of {self.max_connections} connections; "
                     "retry later")
         return None
 
     def admit(self) -> None:
         self.open += 1
+        if self._share is not None:
+            self._share.admit()
 
     def release(self) -> None:
         self.open -= 1
+        if self._share is not None:
+            self._share.release()

@@ -97,7 +97,8 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             await websocket.send_denial_response(
                 PlainTextResponse(options.reason, options.status, headers={"Hint": options.reason}))
             return
-        try:
+        try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
+            await context.engine.prepare(options.search, options.hotwords, options.phrases)
             connection = Connection(context, websocket, protocol, options)
         # e.g. phrases the model cannot spell, or vad=true without the VAD's package
         except (ConfigError, TokenizeError, ModelLoadError) as e:
@@ -141,8 +142,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
     async def health(request: Request) -> Response:
         if context.draining:
             return JSONResponse({"status": "draining"}, 503)
-        return JSONResponse({"status": "ok", "active_streams": context.engine.active_streams,
-                             "connections": context.access.open})
+        return JSONResponse(context.health())
 
     async def metrics(request: Request) -> Response:
         return Response(context.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -73,6 +73,9 @@ class ServerConfig:
     # transcription endpoint (the form's ``text_format`` overrides it)
     text_format: str = "raw"
     transcription_text_format: str = "full"
+    # server processes sharing the ports (``streamdec.server.workers``: SO_REUSEPORT, one
+    # recognizer and engine each; 1: this process serves)
+    processes: int = 1
 
     def __post_init__(self) -> None:
         require_finite(self, "server")
@@ -81,7 +84,7 @@ class ServerConfig:
             if value is not None and not 0 <= value <= 65535:
                 raise ConfigError(f"server.{name} must be in [0, 65535], got {value}")
         require_at_least(self, "server", ("max_connections", "max_message_bytes",
-                                          "max_upload_bytes"), 1)
+                                          "max_upload_bytes", "processes"), 1)
         require_positive(self, "server", ("max_stream_seconds", "idle_timeout_seconds",
                                           "drain_timeout_seconds", "max_endpoint_silence",
                                           "max_endpoint_utterance"))

@@ -43,6 +43,9 @@ from ..errors import AudioInputError, StreamdecError
 from ..pcm import decode_pcm, deinterleave
 from .options import StreamOptions
 
+#: a pause of a connection's reads this long (back-pressure) gets a log line of its own
+PAUSE_LOG_SECONDS = 0.5
+
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
 
@@ -106,6 +109,8 @@ class Connection:
         self.peer = f"{client.host}:{client.port}" if client else "-"
         self.started = time.monotonic()
         self.audio_seconds = 0.0  # per channel
+        self.pauses = 0  # times its reads paused (too much audio undecoded), and how long
+        self.paused_seconds = 0.0
         self.close_code: int | None = None
         self.close_reason = ""
         self.lives = []
@@ -173,9 +178,22 @@ class Connection:
         self.context.metrics.audio.inc(seconds * opts.channels)
         for live, channel in zip(self.lives, deinterleave(samples, opts.channels)):
             try:
-                await live.feed(opts.sample_rate, channel)
+                waited = await live.feed(opts.sample_rate, channel)
             except AudioInputError as e:
                 raise ClientError("bad_audio", str(e)) from None
+            if waited:
+                self._paused(waited)
+
+    def _paused(self, seconds: float) -> None:
+        """Its reads paused ``seconds`` (back-pressure): counted, and logged when long."""
+        self.pauses += 1
+        self.paused_seconds += seconds
+        self.context.metrics.pauses.inc()
+        self.context.metrics.paused.inc(seconds)
+        if seconds >= PAUSE_LOG_SECONDS:
+            log.info(json.dumps({"event": "reads_paused", "id": self.id,
+                                 "seconds": round(seconds, 3),
+                                 "max_pending_seconds": self.context.config.max_pending_seconds}))
 
     # -- messages in -----------------------------------------------------------------------
     def start(self) -> None:
@@ -280,5 +298,7 @@ class Connection:
         log.info(json.dumps({
             "event": "connection", "id": self.id, "peer": self.peer, "protocol": self.protocol,
             "options": self.options.describe(), "audio_seconds": round(self.audio_seconds, 3),
-            "duration": round(time.monotonic() - self.started, 3), "close_code": self.close_code,
+            "duration": round(time.monotonic() - self.started, 3),
+            "reads_paused": self.pauses, "paused_seconds": round(self.paused_seconds, 3),
+            "close_code": self.close_code,
             "close_reason": self.close_reason or "normal"}))

@@ -15,7 +15,9 @@ carries it in an ``X-Streamdec-Replica`` header.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from typing import TYPE_CHECKING
 
 from ..config import AudioConfig
 from ..engine import Engine
@@ -26,16 +28,26 @@ from .connection import Connection
 from .metrics import Metrics
 from .subscribers import CallHub
 
+if TYPE_CHECKING:
+    from .workers import ServerShare
+
 __all__ = ["ServerContext"]
 
 log = logging.getLogger("streamdec.server")
 
+#: how often the loop's lag is measured (and the engine's queue sampled for the metrics)
+LAG_TICK_SECONDS = 0.25
+#: a lag this long is logged (the loop ran nothing else meanwhile: every client waited)
+LAG_LOG_SECONDS = 0.5
+
 
 class ServerContext:
     def __init__(self, engine: Engine, config: ServerConfig, audio: AudioConfig,
-                 metrics: Metrics, access: Access, replica: str | None = None) -> None:
+                 metrics: Metrics, access: Access, replica: str | None = None,
+                 share: "ServerShare | None" = None) -> None:
         self.engine = engine
         self.replica = replica
+        self.share = share  # one worker of several (``server.workers``): what they share
         self.config = config
         self.audio = audio
         self.metrics = metrics
@@ -45,35 +57,64 @@ class ServerContext:
         self._idle = asyncio.Event()  # nothing admitted is open
         self._idle.set()
         self._started_engine = False
+        self._watch: asyncio.Task | None = None
 
     @classmethod
     def create(cls, recognizer: Recognizer, config: ServerConfig | None = None,
-               audio: AudioConfig | None = None, replica: str | None = None) -> "ServerContext":
+               audio: AudioConfig | None = None, replica: str | None = None,
+               share: "ServerShare | None" = None) -> "ServerContext":
         """A context over a built recognizer: the engine, metrics and admission made from
-        ``config`` (the token file is read here: ConfigError when unusable)."""
+        ``config`` (the token file is read here: ConfigError when unusable); ``share``:
+        this server is one worker of several (``streamdec.server.workers``)."""
         config = config or ServerConfig()
         meta = recognizer.meta
         chunk_seconds = meta.chunk_shift * recognizer.config.features.frame_shift_ms / 1000
         engine: Engine
-        metrics = Metrics(chunk_seconds, lambda: engine.active_streams)
+        metrics = Metrics(chunk_seconds, lambda: engine.active_streams,
+                          multiprocess=share is not None)
         engine = Engine(recognizer, config.engine_config(), metrics)
         tokens = read_tokens(config.token_file) if config.token_file else None
         return cls(engine, config, audio or AudioConfig(), metrics,
-                   Access(tokens, config.max_connections), replica)
+                   Access(tokens, config.max_connections, share), replica, share)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the engine on the running loop unless it runs already (idempotent)."""
+        """Start the engine on the running loop unless it runs already (idempotent), and
+        the watch of the loop's lag."""
         if not self.engine.running:
             self.engine.start()
             self._started_engine = True
+        if self._watch is None:
+            self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
 
     async def stop(self) -> None:
         """Stop the engine if this context started it."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._started_engine:
             self._started_engine = False
             await self.engine.stop()
         await self.calls.close()
+
+    async def _watch_loop(self) -> None:
+        """Every ``LAG_TICK_SECONDS``: how late the loop ran the timer (a stall shows
+        here), and the engine's queue; a lag over ``LAG_LOG_SECONDS`` is logged with them."""
+        loop = asyncio.get_running_loop()
+        metrics, engine = self.metrics, self.engine
+        while True:
+            due = loop.time() + LAG_TICK_SECONDS
+            await asyncio.sleep(LAG_TICK_SECONDS)
+            lag = max(0.0, loop.time() - due)
+            metrics.loop_lag.observe(lag)
+            metrics.ready.set(engine.ready_streams)
+            metrics.in_flight.set(engine.batches_in_flight)
+            if lag >= LAG_LOG_SECONDS:
+                log.warning(json.dumps({
+                    "event": "loop_lag", "seconds": round(lag, 3),
+                    "active_streams": engine.active_streams,
+                    "ready_streams": engine.ready_streams,
+                    "batches_in_flight": engine.batches_in_flight}))
 
     @property
     def draining(self) -> bool:
@@ -100,6 +141,7 @@ class ServerContext:
 
     def admit(self, protocol: str, connection: Connection | None = None) -> None:
         self.access.admit()
+        self._share_streams()
         self._idle.clear()
         self.metrics.connections.labels(protocol).inc()
         self.metrics.open.labels(protocol).inc()
@@ -108,8 +150,26 @@ class ServerContext:
 
     def release(self, protocol: str, connection: Connection | None = None) -> None:
         self.access.release()
+        self._share_streams()
         self.metrics.open.labels(protocol).dec()
         if connection is not None:
             self.connections.discard(connection)
         if self.access.open == 0:
             self._idle.set()
+
+    # -- the whole server ------------------------------------------------------------------
+    def _share_streams(self) -> None:
+        if self.share is not None:
+            self.share.set_streams(self.engine.active_streams)
+            self.metrics.refresh()
+
+    def health(self) -> dict:
+        """What ``/health`` answers: for the whole server (every worker's connections and
+        streams when it has several, with ``workers`` and the answering ``worker``)."""
+        if self.share is None:
+            return {"status": "ok", "active_streams": self.engine.active_streams,
+                    "connections": self.access.open}
+        self._share_streams()
+        return {"status": "ok", "active_streams": self.share.active_streams,
+                "connections": self.share.connections, "workers": self.share.workers,
+                "worker": self.share.worker}

@@ -1,6 +1,12 @@
 """Prometheus metrics of one server (its own registry: no global state), served at
 ``/metrics``. ``Metrics`` is also the engine's observer (batch sizes, latency, errors).
 
+With ``multiprocess`` (a worker of ``server.workers``) the values go to prometheus-client's
+files in ``PROMETHEUS_MULTIPROC_DIR`` and ``render`` reads every worker's: counters and
+histograms summed over the workers (those of a dead worker stay counted), the open
+connections and active streams summed over the live workers, the real-time factor one
+series per live worker (label ``pid``).
+
 =======================================  =========  ==========================================
 name                                     type       what
 =======================================  =========  ==========================================
@@ -15,6 +21,12 @@ streamdec_decoded_audio_seconds_total    counter    audio those batches covered
 streamdec_real_time_factor               gauge      decode seconds / decoded audio seconds
 streamdec_result_latency_seconds         histogram  a chunk's last sample in -> its results
 streamdec_errors_total{kind}             counter    client errors and failures by kind
+streamdec_read_pauses_total              counter    times a stream's reads paused (its
+                                                    ``max_pending_seconds`` undecoded)
+streamdec_read_paused_seconds_total      counter    time reads stayed paused
+streamdec_loop_lag_seconds               histogram  how late the event loop ran a timer
+streamdec_ready_streams                  gauge      streams waiting for a decode (sampled)
+streamdec_batches_in_flight              gauge      batches being decoded (sampled)
 streamdec_webhook_messages_total         counter    webhook messages by ``outcome``: delivered,
                                                     retried, failed, dropped
 streamdec_subscriber_drops_total         counter    call subscribers dropped for falling behind
@@ -34,19 +46,30 @@ __all__ = ["Metrics", "CONTENT_TYPE_LATEST"]
 _LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
                     1.0, 2.0, 5.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 
 
 class Metrics:
-    def __init__(self, chunk_seconds: float, active_streams: Callable[[], int]) -> None:
+    def __init__(self, chunk_seconds: float, active_streams: Callable[[], int],
+                 multiprocess: bool = False) -> None:
         self.chunk_seconds = chunk_seconds  # audio one decoded chunk advances a stream by
-        self.registry = r = CollectorRegistry()
+        self.registry = CollectorRegistry()
+        self._active_streams = active_streams
+        self._multiprocess = multiprocess
+        # multiprocess: the values live in files that render() collects (no registry here)
+        r = None if multiprocess else self.registry
+        if multiprocess:
+            from prometheus_client import multiprocess as mp
+
+            mp.MultiProcessCollector(self.registry)
         self.connections = Counter("streamdec_connections", "Connections admitted",
                                    ["protocol"], registry=r)
         self.open = Gauge("streamdec_connections_open", "Connections open now", ["protocol"],
-                          registry=r)
+                          registry=r, multiprocess_mode="livesum")
         self.streams = Gauge("streamdec_active_streams", "Engine streams open now",
-                             registry=r)
-        self.streams.set_function(active_streams)
+                             registry=r, multiprocess_mode="livesum")
+        if not multiprocess:  # (functions are not collected across processes)
+            self.streams.set_function(active_streams)
         self.audio = Counter("streamdec_audio_seconds", "Audio received (seconds, per channel)",
                              registry=r)
         self.batch = Histogram("streamdec_decode_batch_size", "Streams per decoded batch",
@@ -56,12 +79,29 @@ class Metrics:
         self.decoded = Counter("streamdec_decoded_audio_seconds",
                                "Audio covered by the decoded batches", registry=r)
         self.rtf = Gauge("streamdec_real_time_factor",
-                         "Decode seconds per decoded audio second", registry=r)
-        self.rtf.set_function(self._rtf)
+                         "Decode seconds per decoded audio second", registry=r,
+                         multiprocess_mode="liveall")
+        if not multiprocess:
+            self.rtf.set_function(self._rtf)
         self.latency = Histogram("streamdec_result_latency_seconds",
                                  "From a chunk's last sample accepted to its results",
                                  buckets=_LATENCY_BUCKETS, registry=r)
         self.errors = Counter("streamdec_errors", "Errors by kind", ["kind"], registry=r)
+        # stall diagnostics: paused reads, the loop's lag, the engine's queue
+        self.pauses = Counter("streamdec_read_pauses",
+                              "Times a stream's reads paused (too much audio undecoded)",
+                              registry=r)
+        self.paused = Counter("streamdec_read_paused_seconds", "Time reads stayed paused",
+                              registry=r)
+        self.loop_lag = Histogram("streamdec_loop_lag_seconds",
+                                  "How late the event loop ran a timer",
+                                  buckets=_LAG_BUCKETS, registry=r)
+        self.ready = Gauge("streamdec_ready_streams",
+                           "Streams waiting for a decode (sampled)", registry=r,
+                           multiprocess_mode="livesum")
+        self.in_flight = Gauge("streamdec_batches_in_flight",
+                               "Batches being decoded (sampled)", registry=r,
+                               multiprocess_mode="livesum")
         self.webhook = Counter("streamdec_webhook_messages", "Webhook messages by outcome",
                                ["outcome"], registry=r)
         self.subscriber_drops = Counter("streamdec_subscriber_drops",
@@ -73,7 +113,15 @@ class Metrics:
         return self._decode_seconds / self._decoded_seconds if self._decoded_seconds else 0.0
 
     def render(self) -> bytes:
+        self.refresh()
         return generate_latest(self.registry)
+
+    def refresh(self) -> None:
+        """Write the gauges computed from the engine (multiprocess: the files hold values,
+        not functions; called at each batch, connection change and render)."""
+        if self._multiprocess:
+            self.streams.set(self._active_streams())
+            self.rtf.set(self._rtf())
 
     # -- EngineObserver --------------------------------------------------------------------
     def on_batch(self, size: int, seconds: float) -> None:
@@ -82,6 +130,7 @@ class Metrics:
         self.decoded.inc(size * self.chunk_seconds)
         self._decode_seconds += seconds
         self._decoded_seconds += size * self.chunk_seconds
+        self.refresh()
 
     def on_result_latency(self, seconds: float) -> None:
         self.latency.observe(seconds)

@@ -50,11 +50,14 @@ class _Listener(uvicorn.Server):
         self._on_started()
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on host:port (port 0: any free port)."""
+def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening-ready socket on host:port (port 0: any free port); ``reuse_port``: with
+    SO_REUSEPORT, so that several processes listen on the port (``server.workers``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as e:
@@ -75,8 +78,11 @@ def _uvicorn_config(app, context: ServerContext) -> uvicorn.Config:
         timeout_graceful_shutdown=5)
 
 
-async def serve(context: ServerContext) -> int:
-    """Serve until a signal; returns the exit status (0 after a graceful drain)."""
+async def serve(context: ServerContext, reuse_port: bool = False,
+                on_listening: Callable[[], None] | None = None) -> int:
+    """Serve until a signal; returns the exit status (0 after a graceful drain).
+    ``reuse_port``: bind with SO_REUSEPORT (a worker of ``server.workers``);
+    ``on_listening``: called once every listener accepts connections."""
     config = context.config
     scheme = "https" if config.tls else "http"
     plan = [(config.port, create_app(context), ["sherpa at / and /sherpa", "vosk at /vosk",
@@ -86,7 +92,7 @@ async def serve(context: ServerContext) -> int:
     if config.vosk_port is not None:
         plan.append((config.vosk_port, create_app(context, vosk_at_root=True),
                      ["vosk at /"]))
-    sockets = [bind(config.host, port) for port, _, _ in plan]
+    sockets = [bind(config.host, port, reuse_port) for port, _, _ in plan]
     started = asyncio.Event()
     listeners: list[_Listener] = []
 
@@ -120,11 +126,13 @@ async def serve(context: ServerContext) -> int:
                              "port": bound, "serves": protocols}))
     audiosocket = None  # Asterisk AudioSocket calls: plain TCP, its own port
     if config.audiosocket_port is not None:
-        sock = bind(config.host, config.audiosocket_port)
+        sock = bind(config.host, config.audiosocket_port, reuse_port)
         audiosocket = await serve_audiosocket(context, sock)
         host, bound = sock.getsockname()[:2]
         log.info(json.dumps({"event": "listening", "url": f"tcp://{host}:{bound}",
                              "port": bound, "serves": ["audiosocket"]}))
+    if on_listening is not None:
+        on_listening()
 
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

@@ -241,7 +241,7 @@ async def run_vosk(conn: Connection) -> None:
                     conn.options = replace(conn.options, endpoint=new.endpoint)
                 if (new.max_alternatives, new.phrases, new.endpoint) != (
                         settings.max_alternatives, settings.phrases, settings.endpoint):
-                    _reopen(conn, new)
+                    await _reopen(conn, new)
                 settings = new
                 conn.options = replace(conn.options, sample_rate=settings.sample_rate)
             elif command.get("eof") == 1:
@@ -260,15 +260,16 @@ async def run_vosk(conn: Connection) -> None:
         await conn.fail(e)
 
 
-def _reopen(conn: Connection, settings: VoskSettings) -> None:
+async def _reopen(conn: Connection, settings: VoskSettings) -> None:
     """Streams whose finals carry up to ``max_alternatives`` alternatives and that follow
     the phrase list (grammar mode) when there is one. ClientError ``bad_config`` when the
     phrases cannot be spelled with the model's units."""
     default = conn.context.engine.recognizer.config.search
     options = conn.options.with_phrases(settings.phrases, default)
     search = options.search or default
-    try:
-        conn.open_streams(replace(options, search=replace(
-            search, nbest=max(1, settings.max_alternatives))))
+    options = replace(options, search=replace(search, nbest=max(1, settings.max_alternatives)))
+    try:  # the grammar is built in an executor (not on the loop), then the streams open
+        await conn.context.engine.prepare(options.search, options.hotwords, options.phrases)
+        conn.open_streams(options)
     except StreamdecError as e:  # TokenizeError / ConfigError
         raise ClientError("bad_config", f"config: {e}") from None

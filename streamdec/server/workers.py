@@ -1,0 +1,234 @@
+"""``streamdec serve --workers N``: N processes, each with its own recognizer, engine and
+event loop, answering on the same ports; a supervisor starts, restarts and stops them.
+
+Sharing the port: every worker binds the listeners with ``SO_REUSEPORT`` and the Linux
+kernel spreads new connections over the workers' listening sockets (by a hash of the
+connection's addresses). The supervisor binds the ports first without listening: that
+turns port 0 into one concrete port for all, and keeps the ports while a worker restarts.
+No byte passes through the supervisor.
+
+What is shared (``ServerShare``, in shared memory):
+
+- ``max_connections`` holds for the whole server: one counter of the connections every
+  worker admitted (a handshake that races another worker's may pass the cap by at most
+  the handshakes in progress at that instant);
+- ``/health`` answers for the server from any worker: ``connections`` and
+  ``active_streams`` summed over the workers, ``workers`` and the answering ``worker``;
+- ``/metrics`` from any worker shows every worker's series, summed (prometheus-client's
+  multiprocess mode: each worker writes its values to files in
+  ``PROMETHEUS_MULTIPROC_DIR``, a fresh temporary folder unless set).
+
+Per worker: the engine's settings (``max_batch``, decode threads, ``max_pending_seconds``:
+each worker decodes its own streams), the per-connection limits (message size, stream
+length, idle timeout, as without workers), and the calls of the telephony routes: a
+``/calls/{call_id}`` subscriber reaches a call only on the worker that holds it (the
+webhook, posted by each worker, sees every call).
+
+Lifecycle: SIGTERM or SIGINT to the supervisor is passed to every worker, which drains as
+a single server does (its streams get their last results, then it exits); the supervisor
+returns when all have exited (a second signal is passed on too: the workers exit at
+once). A worker that dies is started again (same index, same ports). Its clients' sockets
+close with it: they see close code 1006 (no close frame), not 1012 as behind the Ray
+proxy, since no other process holds their connections (they reconnect, and land on a
+live worker or the restarted one). Workers in their own
+process group ignore a terminal's Ctrl-C (the supervisor passes it on) and stop when the
+supervisor disappears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import wait
+
+__all__ = ["ServerShare", "serve_workers", "MULTIPROC_ENV"]
+
+log = logging.getLogger("streamdec.server")
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class ServerShare:
+    """Counts the workers of one server share (in shared memory; see the module notes).
+    ``worker``: the index of the process using it (set in each worker)."""
+
+    def __init__(self, mp_context, workers: int) -> None:
+        self.workers = workers
+        self.worker = -1
+        self._connections = mp_context.Value("i", 0)
+        self._open = mp_context.Array("i", workers)  # connections per worker
+        self._streams = mp_context.Array("i", workers)  # engine streams per worker
+        self._ready = mp_context.Array("b", workers)  # listening at least once
+
+    def admit(self) -> None:
+        """One more connection open (``Access`` checked the cap against ``connections``)."""
+        with self._connections.get_lock():
+            self._connections.value += 1
+            self._open[self.worker] += 1
+
+    def release(self) -> None:
+        with self._connections.get_lock():
+            self._connections.value -= 1
+            self._open[self.worker] -= 1
+
+    @property
+    def connections(self) -> int:
+        return self._connections.value
+
+    def set_streams(self, count: int) -> None:
+        self._streams[self.worker] = count
+
+    @property
+    def active_streams(self) -> int:
+        return sum(self._streams[:])
+
+    def set_ready(self) -> None:
+        self._ready[self.worker] = 1
+
+    def ready(self, worker: int) -> bool:
+        return bool(self._ready[worker])
+
+    def forget(self, worker: int) -> None:
+        """A worker died: its connections and streams are gone."""
+        with self._connections.get_lock():
+            self._connections.value -= self._open[worker]
+            self._open[worker] = 0
+        self._streams[worker] = 0
+
+
+def reserve(host: str, port: int | None) -> socket.socket | None:
+    """Bind ``host:port`` with SO_REUSEPORT without listening: port 0 becomes a concrete
+    port the workers then share (ConfigError when taken)."""
+    from .run import bind
+
+    return None if port is None else bind(host, port, reuse_port=True)
+
+
+def serve_workers(app, workers: int) -> int:
+    """Run ``workers`` server processes over ``app`` (an ``AppConfig``) until a signal;
+    returns the exit status (0 when every worker drained and exited cleanly)."""
+    server = app.server
+    held: list[socket.socket | None] = []  # (ConfigError when a port is taken)
+    try:
+        for port in (server.port, server.vosk_port, server.audiosocket_port):
+            held.append(reserve(server.host, port))
+    except BaseException:
+        for sock in held:
+            if sock is not None:
+                sock.close()
+        raise
+    made_dir = MULTIPROC_ENV not in os.environ
+    metrics_dir = os.environ.get(MULTIPROC_ENV) or tempfile.mkdtemp(prefix="streamdec-metrics-")
+    for name in os.listdir(metrics_dir):  # values of an earlier run would add up
+        if name.endswith(".db"):
+            os.unlink(os.path.join(metrics_dir, name))
+    os.environ[MULTIPROC_ENV] = metrics_dir
+    port, vosk, audiosocket = (None if sock is None else sock.getsockname()[1]
+                               for sock in held)
+    server = dataclasses.replace(server, port=port, vosk_port=vosk, audiosocket_port=audiosocket)
+    app = dataclasses.replace(app, server=server)
+    mp = multiprocessing.get_context("spawn")
+    share = ServerShare(mp, workers)
+    procs: dict[int, multiprocessing.Process] = {}
+
+    def start(index: int) -> None:
+        p = mp.Process(target=_worker_main, args=(app, index, share, os.getpid()),
+                       name=f"streamdec-worker-{index}")
+        p.start()
+        procs[index] = p
+        log.info(json.dumps({"event": "worker_started", "worker": index, "pid": p.pid}))
+
+    signals: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        signals.append(signum)
+        for p in procs.values():
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    status = 0
+    try:
+        for index in range(workers):
+            start(index)
+        while procs:
+            wait([p.sentinel for p in procs.values()], timeout=0.5)
+            for index, p in list(procs.items()):
+                if p.is_alive():
+                    continue
+                p.join()
+                del procs[index]
+                _forget(share, index, p.pid)
+                if signals:  # stopping: a drained worker exits 0
+                    status = status or (p.exitcode != 0)
+                    continue
+                if not share.ready(index):  # it never listened: bad config, files, ports
+                    log.error("worker %d exited with status %s before listening: stopping",
+                              index, p.exitcode)
+                    on_signal(signal.SIGTERM, None)
+                    status = 2 if p.exitcode == 2 else 1
+                    continue
+                log.warning(json.dumps({"event": "worker_died", "worker": index,
+                                        "pid": p.pid, "exitcode": p.exitcode}))
+                start(index)
+        log.info(json.dumps({"event": "stopped", "workers": workers}))
+        return int(status)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for sock in held:
+            if sock is not None:
+                sock.close()
+        if made_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            os.environ.pop(MULTIPROC_ENV, None)
+
+
+def _forget(share: ServerShare, index: int, pid: int) -> None:
+    from prometheus_client import multiprocess
+
+    share.forget(index)
+    with contextlib.suppress(OSError):
+        multiprocess.mark_process_dead(pid)  # its live gauges go; its counters stay
+
+
+def _worker_main(app, index: int, share: ServerShare, supervisor: int) -> None:
+    """One worker process: a recognizer, an engine and the listeners (SO_REUSEPORT)."""
+    import asyncio
+
+    from ..errors import StreamdecError
+    from ..recognizer import Recognizer
+    from .context import ServerContext
+    from .run import serve
+
+    os.setpgrp()  # a terminal's Ctrl-C reaches the supervisor only, which passes it on
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s %(name)s[worker {index}] %(message)s")
+    share.worker = index
+    threading.Thread(target=_watch_supervisor, args=(supervisor,), daemon=True).start()
+    try:
+        context = ServerContext.create(Recognizer(app.recognizer), app.server, app.audio,
+                                       replica=f"worker-{index}", share=share)
+        status = asyncio.run(serve(context, reuse_port=True, on_listening=share.set_ready))
+    except StreamdecError as e:  # a model, file or port it cannot use: said once, plainly
+        log.error("streamdec: error: %s", e)
+        status = 2
+    sys.exit(status)
+
+
+def _watch_supervisor(supervisor: int) -> None:
+    """Drain (SIGTERM to itself) when the supervisor is gone (this worker is orphaned)."""
+    while os.getppid() == supervisor:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
