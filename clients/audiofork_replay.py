@@ -24,8 +24,7 @@ import uuid
 import websockets
 
 from call_common import (add_call_args, calls_url, paced, print_message, read_call,
-                         subscribe)
-from common import connect_kwargs
+                         replay_connect_kwargs, subscribe)
 
 SUBPROTOCOL = "audio.drachtio.org"
 
@@ -48,7 +47,7 @@ async def main(args: argparse.Namespace) -> tuple[list, list]:
         await asyncio.wait({reader, asyncio.ensure_future(ready.wait())},
                            return_when=asyncio.FIRST_COMPLETED)
     async with websockets.connect(args.url, subprotocols=[SUBPROTOCOL],
-                                  **connect_kwargs(args)) as ws:
+                                  **replay_connect_kwargs(args)) as ws:
         async def read() -> None:
             try:
                 async for text in ws:

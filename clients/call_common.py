@@ -93,6 +93,15 @@ async def subscribe(url: str, args: argparse.Namespace, ready: asyncio.Event,
             print_message(message, args.json, args.partials)
 
 
+def replay_connect_kwargs(args: argparse.Namespace) -> dict:
+    """``connect_kwargs`` for the platform's socket, whose close waits for the server's
+    answer without a time limit: the server answers once it has read every frame before
+    the close, which under back-pressure (a replay faster than real time) can take longer
+    than websockets' default 10 s, after which the connection would be dropped with audio
+    still unread."""
+    return {**connect_kwargs(args), "close_timeout": None}
+
+
 def add_call_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="audio file (WAV, FLAC, ...); stereo: two legs")
     p.add_argument("--realtime", action="store_true",

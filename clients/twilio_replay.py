@@ -24,8 +24,7 @@ import secrets
 import websockets
 
 from call_common import (add_call_args, calls_url, mulaw_encode, paced, read_call,
-                         subscribe)
-from common import connect_kwargs
+                         replay_connect_kwargs, subscribe)
 
 RATE = 8000
 TRACKS = ("inbound", "outbound")
@@ -82,7 +81,7 @@ async def main(args: argparse.Namespace) -> list:
     frames: dict[int, list] = {}
     for n, message in messages:
         frames.setdefault(n, []).append(message)
-    async with websockets.connect(args.url, **connect_kwargs(args)) as ws:
+    async with websockets.connect(args.url, **replay_connect_kwargs(args)) as ws:
         async for n in paced(max(frames) + 1, args.frame_ms, args.realtime):
             for message in frames.get(n, []):
                 await ws.send(json.dumps(message))

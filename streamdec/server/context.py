@@ -7,7 +7,9 @@
 
 It holds the engine (with the metrics as its observer), admission (tokens, the connection
 cap), the protocols' default audio format and the open WebSocket connections, so that a
-drain reaches them all. No model is loaded here: the recognizer comes built. ``replica``
+drain reaches them all. The recognizer comes built; only the voice activity detector's
+model is loaded here when calls use it (``call_vad``), so that a missing package fails the
+start. ``replica``
 names this server among several (Ray Serve's replica id): every accepted WebSocket then
 carries it in an ``X-Streamdec-Replica`` header.
 """
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..config import AudioConfig
 from ..engine import Engine
+from ..errors import ConfigError, ModelLoadError
 from ..recognizer import Recognizer
 from .access import Access, Refusal, read_tokens
 from .config import ServerConfig
@@ -67,6 +70,12 @@ class ServerContext:
         ``config`` (the token file is read here: ConfigError when unusable); ``share``:
         this server is one worker of several (``streamdec.server.workers``)."""
         config = config or ServerConfig()
+        if config.call_vad:  # loaded now: a missing package fails the start, not each call
+            try:
+                recognizer.vad_gate
+            except (ConfigError, ModelLoadError) as e:
+                raise type(e)(f"{e} (calls use the voice activity detector: [server] "
+                              f"call_vad = true; false serves calls without it)") from None
         meta = recognizer.meta
         chunk_seconds = meta.chunk_shift * recognizer.config.features.frame_shift_ms / 1000
         engine: Engine
