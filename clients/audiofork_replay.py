@@ -12,6 +12,8 @@ of L16 (signed 16-bit little-endian PCM) at 8 or 16 kHz: ``mono`` for a mono fil
 does. The results are read from the server's ``/calls/{callSid}`` and printed (with
 ``--no-subscribe``: the ``transcription`` text frames the server sends back on the fork's
 socket, which end when the socket closes; ``--linger`` keeps it open a while).
+``--param text_format=punct`` adds a metadata key (the server reads the call's endpoint
+rules and ``text_format`` there).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ async def main(args: argparse.Namespace) -> tuple[list, list]:
     mix = "stereo" if pcm.shape[1] == 2 else "mono"
     call_id = args.call_id or str(uuid.uuid4())
     metadata = {"callSid": call_id, "mixType": mix, "sampleRate": args.rate}
+    for param in args.param:  # a JSON value when it is one (0.4), else the text
+        name, _, value = param.partition("=")
+        try:
+            metadata[name] = json.loads(value)
+        except ValueError:
+            metadata[name] = value
     size = args.rate * args.frame_ms // 1000
     out: list = []
     replies: list = []
@@ -81,6 +89,9 @@ if __name__ == "__main__":
     p.add_argument("--frame-ms", type=int, default=20, help="audio per frame")
     p.add_argument("--linger", type=float, default=0.0,
                    help="seconds to keep the socket open after the audio")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a metadata key (e.g. text_format=punct, rule2_min_trailing_silence=0.4;"
+                        " may repeat)")
     p.add_argument("--no-subscribe", action="store_true",
                    help="do not read the results from /calls/{callSid}")
     asyncio.run(main(p.parse_args()))

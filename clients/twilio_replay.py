@@ -9,7 +9,8 @@ Sends what Twilio sends: ``connected``, ``start`` (callSid, streamSid, tracks,
 mediaFormat audio/x-mulaw 8000 Hz), then ``media`` messages of 20 ms of base64 mu-law with
 ``track``, ``chunk`` and ``timestamp``, and ``stop``. A stereo file is a ``both_tracks``
 stream: channel 0 is the ``inbound`` track, channel 1 ``outbound``, each in its own media
-messages. ``--dtmf 5@1.0`` sends a ``dtmf`` message after 1 s of audio. The results are
+messages. ``--param text_format=punct`` adds a ``customParameters`` entry (TwiML
+``<Parameter>``; the server reads its endpoint rules and ``text_format`` there). ``--dtmf 5@1.0`` sends a ``dtmf`` message after 1 s of audio. The results are
 read from the server's ``/calls/{callSid}`` (joined before the call starts) and printed.
 """
 
@@ -31,15 +32,17 @@ TRACKS = ("inbound", "outbound")
 
 
 def twilio_messages(pcm, call_id: str, stream_sid: str, frame_ms: int = 20,
-                    dtmf: dict[int, str] | None = None):
+                    dtmf: dict[int, str] | None = None, custom: dict[str, str] | None = None):
     """(frame number, message) of the whole stream, in order (``pcm``: int16, frames x
-    1 or 2 channels at 8 kHz; ``dtmf``: sample offset -> digit)."""
+    1 or 2 channels at 8 kHz; ``dtmf``: sample offset -> digit; ``custom``: the start's
+    ``customParameters``)."""
     tracks = TRACKS[:pcm.shape[1]]
     seq = iter(range(1, 1 << 30))
     yield 0, {"event": "connected", "protocol": "Call", "version": "1.0.0"}
     yield 0, {"event": "start", "sequenceNumber": str(next(seq)), "streamSid": stream_sid,
               "start": {"streamSid": stream_sid, "accountSid": "AC" + "0" * 32,
-                        "callSid": call_id, "tracks": list(tracks), "customParameters": {},
+                        "callSid": call_id, "tracks": list(tracks),
+                        "customParameters": dict(custom or {}),
                         "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": RATE,
                                         "channels": 1}}}
     size = RATE * frame_ms // 1000
@@ -76,8 +79,9 @@ async def main(args: argparse.Namespace) -> list:
         reader = asyncio.ensure_future(subscribe(calls_url(args.url, call_id), args, ready, out))
         await asyncio.wait({reader, asyncio.ensure_future(ready.wait())},
                            return_when=asyncio.FIRST_COMPLETED)
+    custom = dict(p.partition("=")[::2] for p in args.param)
     messages = list(twilio_messages(pcm, call_id, "MZ" + secrets.token_hex(16), args.frame_ms,
-                                    dtmf))
+                                    dtmf, custom))
     frames: dict[int, list] = {}
     for n, message in messages:
         frames.setdefault(n, []).append(message)
@@ -99,6 +103,8 @@ if __name__ == "__main__":
     p.add_argument("--frame-ms", type=int, default=20, help="audio per media message")
     p.add_argument("--dtmf", action="append", default=[], metavar="DIGIT@SECONDS",
                    help="send a dtmf message at this point of the audio (may repeat)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a customParameters entry, as TwiML <Parameter> sets (may repeat)")
     p.add_argument("--no-subscribe", action="store_true",
                    help="do not read the results from /calls/{callSid}")
     asyncio.run(main(p.parse_args()))

@@ -116,7 +116,7 @@ def texts(key):
 
 def replay_args(**kw) -> argparse.Namespace:
     base = dict(token=None, cafile=None, realtime=False, json=True, partials=False,
-                call_id=None, frame_ms=20, dtmf=[], no_subscribe=False)
+                call_id=None, frame_ms=20, dtmf=[], no_subscribe=False, param=[])
     return argparse.Namespace(**{**base, **kw})
 
 

@@ -17,8 +17,11 @@ import pytest
 from streamdec.pcm import MULAW_TABLE, decode_pcm
 from streamdec.server.audiofork import AudioForkProtocol, reply
 from streamdec.server.audiosocket import AUDIO_RATES, AudioSocketProtocol, frame
-from streamdec.server.call_events import (CallAudio, CallDtmf, CallEnded, CallNote,
-                                          CallStarted)
+from streamdec.endpoint import EndpointConfig
+from streamdec.server.call_events import (CallAudio, CallDtmf, CallEnded, CallFinalize,
+                                          CallNote, CallStarted)
+from streamdec.server.call_settings import SettingsLayer, call_settings
+from streamdec.server.endpointing import EndpointLimits
 from streamdec.server.config import ServerConfig
 from streamdec.server.connection import ClientError
 from streamdec.server.metrics import Metrics
@@ -169,6 +172,7 @@ def test_audiofork_bad_input(query, messages, kind, text):
 @pytest.mark.parametrize("query, text", [
     ({"mix": "quad"}, "mix type"), ({"rate": "11k"}, "sampling rate"),
     ({"sample_rate": "8000"}, "unknown URL parameter"),
+    ({"rule4_min_trailing_silence": "1"}, "unknown URL parameter"),
 ])
 def test_audiofork_bad_url(query, text):
     with pytest.raises(ClientError, match=text):
@@ -302,3 +306,45 @@ def test_mulaw_encoder_inverts_the_decoder():
     ramp = np.arange(-32768, 32768, 7, dtype=np.int16)
     error = np.abs(decode_pcm(mulaw_encode(ramp), "mulaw") * 32768 - ramp)
     assert error.max() <= 1024  # half the widest mu-law step (2048, the top segment)
+
+
+# -- per-call settings and force-final ------------------------------------------------------------
+def test_twilio_custom_parameters_give_the_call_settings_and_nothing_else():
+    t = TwilioProtocol()
+    [s] = t.receive(start(customParameters={"agent": "7", "text_format": "punct",
+                                            "rule2_min_trailing_silence": "0.4"}))
+    assert s.settings == (SettingsLayer("customParameters", {
+        "rule2_min_trailing_silence": "0.4", "text_format": "punct"}, text=True),)
+    assert TwilioProtocol().receive(start())[0].settings == ()  # {"agent": "7"}: none
+
+
+def test_audiofork_settings_from_the_url_then_the_metadata_and_finalize():
+    f = AudioForkProtocol({"text_format": "raw", "rule1_min_trailing_silence": "3"},
+                          default_id="x")
+    [s] = f.receive('{"text_format": "full", "rule2_min_trailing_silence": 0.5, "who": 1}')
+    assert s.settings == (
+        SettingsLayer("URL", {"rule1_min_trailing_silence": "3", "text_format": "raw"}, True),
+        SettingsLayer("metadata", {"rule2_min_trailing_silence": 0.5, "text_format": "full"},
+                      False))
+    got = call_settings(s.settings, EndpointConfig(), EndpointLimits())
+    assert got.text_format == "full"  # the metadata wins
+    assert (got.endpoint.rule1.min_trailing_silence, got.endpoint.rule2.min_trailing_silence,
+            got.endpoint.rule3) == (3.0, 0.5, EndpointConfig().rule3)
+    assert f.receive("Finalize") == [CallFinalize()]
+    assert f.receive("finalize") == [CallNote("text", "finalize")]  # the exact word only
+    assert AudioForkProtocol({}, default_id="x").receive("Finalize")[0].call_id == "x"
+
+
+@pytest.mark.parametrize("layer, text", [
+    (SettingsLayer("URL", {"rule2_min_trailing_silence": "x"}, True),
+     "URL: rule2_min_trailing_silence must be a number of seconds, got 'x'"),
+    (SettingsLayer("metadata", {"rule1_min_utterance_length": 601}, False),
+     "metadata: rule1_min_utterance_length must be in [0, 600] seconds (the server's limit), "
+     "got 601"),
+    (SettingsLayer("customParameters", {"text_format": "nice"}, True),
+     "customParameters: text_format must be one of raw, punct, full; got 'nice'"),
+])
+def test_bad_call_settings_are_bad_config(layer, text):
+    with pytest.raises(ClientError) as e:
+        call_settings([layer], EndpointConfig(), EndpointLimits())
+    assert (e.value.kind, str(e.value)) == ("bad_config", text)

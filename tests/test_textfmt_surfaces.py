@@ -130,7 +130,8 @@ def test_bad_connection_option(query, message):
         parse_options(query, sample_rate=16000, encoding="f32le", search=SearchConfig())
 
 
-@pytest.mark.parametrize("field", ["text_format", "transcription_text_format"])
+@pytest.mark.parametrize("field", ["text_format", "transcription_text_format",
+                                   "call_text_format"])
 def test_server_config_checks_text_formats(field):
     with pytest.raises(ConfigError, match=f"server.{field} must be one of raw, punct, full"):
         ServerConfig(**{field: "nice"})

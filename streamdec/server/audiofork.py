@@ -18,6 +18,12 @@ from the metadata's ``mixType`` / ``sampleRate`` keys (as jambonz sends them), t
 metadata winning. The call's id is the metadata's ``callSid``, ``uuid``, ``callId`` or
 ``call_id`` (the first present), else the URL's ``call_id``, else one made up
 (``AudioForkProtocol(default_id)``).
+
+The call's endpoint rules and ``text_format`` (``call_settings``) may be set in the URL
+(``?rule2_min_trailing_silence=0.4&text_format=punct``) and as metadata keys (JSON
+numbers and strings), the metadata winning. FreeSWITCH can send text frames mid-call
+(``uuid_audio_fork <uuid> send_text <text>``): the text ``Finalize`` (the sherpa protocol's
+word) ends each leg's open utterance now (``CallFinalize``); any other text is a note.
 """
 
 from __future__ import annotations
@@ -27,15 +33,19 @@ from typing import Any, Mapping
 
 from ..errors import AudioInputError
 from ..pcm import decode_pcm, deinterleave
-from .call_events import CallAudio, CallEvent, CallNote, CallStarted
+from .call_events import CallAudio, CallEvent, CallFinalize, CallNote, CallStarted
+from .call_settings import CALL_SETTING_KEYS, settings_layer
 from .connection import ClientError
 
-__all__ = ["AudioForkProtocol", "SUBPROTOCOL", "MIX_LEGS", "RATES", "ID_KEYS", "reply"]
+__all__ = ["AudioForkProtocol", "SUBPROTOCOL", "MIX_LEGS", "RATES", "ID_KEYS", "FINALIZE",
+           "reply"]
 
 SUBPROTOCOL = "audio.drachtio.org"
 MIX_LEGS = {"mono": ("caller",), "mixed": ("mixed",), "stereo": ("caller", "callee")}
 RATES = {"8k": 8000, "16k": 16000, "8000": 8000, "16000": 16000}
 ID_KEYS = ("callSid", "uuid", "callId", "call_id")
+FINALIZE = "Finalize"  # a text frame: each leg's open utterance ends now
+_URL_KEYS = ("mix", "rate", "call_id", "token") + CALL_SETTING_KEYS
 
 
 def _mix(value: Any, where: str) -> str:
@@ -60,14 +70,16 @@ def reply(kind: str, data: Any) -> str:
 class AudioForkProtocol:
     """Feed ``receive(text_or_bytes)``; get the call's events.
 
-    ``query``: the URL's ``mix``, ``rate`` and ``call_id`` (validated here: ClientError
-    ``bad_config``); ``default_id``: the call's id when neither says one."""
+    ``query``: the URL's ``mix``, ``rate``, ``call_id`` (validated here: ClientError
+    ``bad_config``) and settings (``url_settings``, checked by ``call_settings``);
+    ``default_id``: the call's id when neither says one."""
 
     def __init__(self, query: Mapping[str, str], default_id: str) -> None:
-        unknown = sorted(set(query) - {"mix", "rate", "call_id", "token"})
+        unknown = sorted(set(query) - set(_URL_KEYS))
         if unknown:
             raise ClientError("bad_config", f"unknown URL parameter(s) {', '.join(unknown)}; "
-                                            "known: mix, rate, call_id, token")
+                                            f"known: {', '.join(_URL_KEYS)}")
+        self.url_settings = settings_layer("URL", query, text=True)
         self.mix = _mix(query.get("mix", "mono"), "mix")
         self.rate = _rate(query.get("rate", "8k"), "rate")
         self.call_id: str | None = None
@@ -85,6 +97,8 @@ class AudioForkProtocol:
         if isinstance(message, str):
             if not self.started:
                 return [self._start(message)]
+            if message == FINALIZE:
+                return [CallFinalize()]
             return [CallNote("text", _parse(message))]
         if not self.started:
             raise ClientError("bad_message", "audio before the metadata text frame")
@@ -107,8 +121,10 @@ class AudioForkProtocol:
                             if isinstance(metadata.get(k), (str, int)) and metadata[k] != ""),
                            call_id)
         self.call_id = call_id
+        layers = (self.url_settings, settings_layer("metadata", metadata, text=False))
         return CallStarted(call_id, MIX_LEGS[self.mix],
-                           {"mix": self.mix, "sample_rate": self.rate, "metadata": metadata})
+                           {"mix": self.mix, "sample_rate": self.rate, "metadata": metadata},
+                           tuple(layer for layer in layers if layer is not None))
 
 
 def _parse(text: str) -> Any:

@@ -19,7 +19,9 @@ type       payload
            forwarding, 0x04 memory)
 =========  ===============================================================================
 
-A call is one leg, tagged ``"0"`` (the channel's audio). ``receive_data`` takes bytes as
+A call is one leg, tagged ``"0"`` (the channel's audio). The protocol carries nothing but
+the UUID, audio, DTMF, hangup and errors: a call cannot set its endpoint rules or text
+format (the server's apply) nor end an utterance early. ``receive_data`` takes bytes as
 they arrive (any split); ``receive_eof`` the end of the connection.
 """
 

@@ -10,11 +10,14 @@ event               meaning
 ==================  ==========================================================================
 ``CallStarted``     the call's id, its legs (one stream each: ``inbound``/``outbound``,
                     ``caller``/``callee``, ``mixed`` or a channel number) and what the platform
-                    said about it (``info``)
+                    said about it (``info``); ``settings``: what the caller set for this call
+                    (``call_settings``: endpoint rules, ``text_format``), in order
 ``CallAudio``       samples of one leg (float32 in [-1, 1]) at ``sample_rate``
 ``CallDtmf``        a key pressed (``leg``: the leg it was heard on, None when unknown)
 ``CallNote``        something the platform sent that is neither audio nor DTMF (a Twilio
                     ``mark``, an audio fork text frame): passed on to subscribers
+``CallFinalize``    the platform asked to end each leg's open utterance now (an audio fork's
+                    text frame ``Finalize``): their finals follow at once
 ``CallEnded``       the platform ended the call (``stop``, hangup): each leg's last results
                     follow
 ==================  ==========================================================================
@@ -32,8 +35,10 @@ from typing import Any
 import numpy as np
 
 from ..results import Result
+from .call_settings import SettingsLayer
 
-__all__ = ["CallStarted", "CallAudio", "CallDtmf", "CallNote", "CallEnded", "CallEvent",
+__all__ = ["CallStarted", "CallAudio", "CallDtmf", "CallNote", "CallEnded", "CallFinalize",
+           "CallEvent",
            "result_message", "call_message", "DTMF_DIGITS"]
 
 #: the keys of a telephone keypad (RFC 4733 events 0-15)
@@ -45,6 +50,7 @@ class CallStarted:
     call_id: str
     legs: tuple[str, ...]
     info: dict[str, Any] = field(default_factory=dict)
+    settings: tuple[SettingsLayer, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,16 @@ class CallNote:
 
 
 @dataclass(frozen=True)
+class CallFinalize:
+    pass
+
+
+@dataclass(frozen=True)
 class CallEnded:
     reason: str
 
 
-CallEvent = CallStarted | CallAudio | CallDtmf | CallNote | CallEnded
+CallEvent = CallStarted | CallAudio | CallDtmf | CallNote | CallFinalize | CallEnded
 
 
 def call_message(kind: str, call_id: str, **fields: Any) -> dict[str, Any]:

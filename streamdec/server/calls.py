@@ -15,7 +15,9 @@ protocol, and acts on the events that come back: one engine stream per leg, open
 ``open_call_stream`` (the one place where per-stream options of calls are set: the voice
 activity detector unless ``[server] call_vad = false``), fed with
 the leg's audio; every result and event goes to the ``CallHub`` (subscribers, webhook)
-tagged with the call's id and the leg. A bad message ends that call alone: the
+tagged with the call's id and the leg, each final with ``display`` at the call's text
+format (``call_settings``; ``[server] call_text_format`` by default; ``display.py``). A
+bad message ends that call alone: the
 connection is closed with the error's close code (``connection.CLOSE_CODES``; an audio
 fork first gets ``{"type": "error"}``), a log line names the call, and the legs' audio
 received so far is still decoded: its finals reach the subscribers, then ``call_end``
@@ -40,10 +42,12 @@ from ..engine import Engine, LiveStream
 from ..errors import AudioInputError, DecodeError
 from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
-from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallNote, CallStarted,
-                          call_message, result_message)
+from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFinalize, CallNote,
+                          CallStarted, call_message, result_message)
+from .call_settings import call_settings
 from .config import ServerConfig
 from .connection import ClientError
+from .display import display_fields, formatted
 from .twilio import TwilioProtocol
 
 __all__ = ["CallSession", "Transport", "open_call_stream", "call_routes",
@@ -57,10 +61,11 @@ _DRAIN = object()
 _TCP_READ = 65536
 
 
-def open_call_stream(engine: Engine, config: ServerConfig) -> LiveStream:
+def open_call_stream(engine: Engine, config: ServerConfig, endpoint=None) -> LiveStream:
     """The engine stream of one leg of a call: with the voice activity detector when
-    ``config.call_vad`` (half of a leg is silence: the other side talking)."""
-    return engine.open(vad=config.call_vad)
+    ``config.call_vad`` (half of a leg is silence: the other side talking); ``endpoint``:
+    the call's rules (None: the server's)."""
+    return engine.open(vad=config.call_vad, endpoint=endpoint)
 
 
 class Transport(Protocol):
@@ -174,6 +179,7 @@ class CallSession:
         self._drain = False
         self.end_reason = ""
         self.close_code: int | None = None
+        self.text_format = context.config.call_text_format  # the call's (set at its start)
 
     # -- the context's connection interface -------------------------------------------------
     def request_drain(self) -> None:
@@ -266,16 +272,22 @@ class CallSession:
             hub.publish(self.call_id, call_message("dtmf", self.call_id, digit=event.digit,
                                                    time=round(self._position(event.leg), 3),
                                                    **leg))
+        elif isinstance(event, CallFinalize):
+            await self._finalize()
         elif isinstance(event, CallNote):
             hub.publish(self.call_id, call_message(event.kind, self.call_id, data=event.data))
         elif isinstance(event, CallEnded):
             self.end_reason = event.reason
 
     def _start(self, event: CallStarted) -> None:
+        engine = self.context.engine
+        settings = call_settings(event.settings, engine.recognizer.config.endpoint,
+                                 self.context.config.endpoint_limits())  # or bad_config
+        self.text_format = settings.text_format or self.text_format
         self.call_id = event.call_id
         self.legs = event.legs
-        engine = self.context.engine
-        self.lives = [open_call_stream(engine, self.context.config) for _ in event.legs]
+        self.lives = [open_call_stream(engine, self.context.config, settings.endpoint)
+                      for _ in event.legs]
         self.samples = [0] * len(event.legs)
         self.rates = [0] * len(event.legs)
         self.context.calls.begin(self.call_id, call_message(
@@ -300,6 +312,18 @@ class CallSession:
         except AudioInputError as e:
             raise ClientError("bad_audio", str(e)) from None
 
+    async def _finalize(self) -> None:
+        """Each leg's open utterance ends now (legs with voice activity detection: their
+        silence ends utterances, so they are left alone and the platform is told)."""
+        if any(live.stream.state.vad is not None for live in self.lives):
+            if self.replies:
+                await self.transport.send_text(reply("error", {
+                    "error": "Finalize is not available with voice activity detection: "
+                             "its silence ends utterances", "kind": "unsupported"}))
+            return
+        for live in self.lives:
+            await live.force_final()
+
     def _position(self, leg: int | None) -> float:
         """Seconds of audio of ``leg`` (of the longest leg when None) received so far."""
         legs = range(len(self.legs)) if leg is None else [leg]
@@ -311,14 +335,20 @@ class CallSession:
         hub = self.context.calls
         try:
             async for result in self.lives[leg].results():
+                result = await formatted(result, self.text_format)  # finals, off the loop
                 message = result_message(self.call_id, self.protocol, self.legs[leg], leg,
                                          result)
+                message.update(display_fields([result]))
                 hub.publish(self.call_id, message)
                 if self.replies and result.is_final and result.text:
                     await self.transport.send_text(reply("transcription", message))
         except DecodeError as e:
             if self.failure is None:
                 self.failure = ClientError("decode_failed", f"leg {self.legs[leg]}: {e}")
+            self._wake.set()
+        except ClientError as e:  # the formatting models could not be used
+            if self.failure is None:
+                self.failure = e
             self._wake.set()
 
     def _log(self) -> None:
@@ -370,6 +400,9 @@ def call_routes(context) -> list[WebSocketRoute]:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
         try:
             machine = AudioForkProtocol(_query(websocket), default_id=str(uuid.uuid4()))
+            if machine.url_settings is not None:  # checked at the handshake, as sherpa's
+                call_settings([machine.url_settings], context.engine.recognizer.config.endpoint,
+                              context.config.endpoint_limits())
         except ClientError as e:
             return await _refuse(context, websocket, 400, str(e))
         asked = websocket.scope.get("subprotocols") or []

@@ -74,6 +74,10 @@ class ServerConfig:
     # transcription endpoint (the form's ``text_format`` overrides it)
     text_format: str = "raw"
     transcription_text_format: str = "full"
+    # finals of calls (``/twilio``, ``/audiofork``, AudioSocket): call notes are read by
+    # people; a call's own ``text_format`` (Twilio customParameters, audio fork URL or
+    # metadata) overrides it
+    call_text_format: str = "full"
     # server processes sharing the ports (``streamdec.server.workers``: SO_REUSEPORT, one
     # recognizer and engine each; 1: this process serves)
     processes: int = 1
@@ -105,6 +109,7 @@ class ServerConfig:
         self.engine_config()  # validates the engine settings
         check_text_format(self.text_format, "server.text_format")
         check_text_format(self.transcription_text_format, "server.transcription_text_format")
+        check_text_format(self.call_text_format, "server.call_text_format")
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(max_batch=self.max_batch, max_wait_ms=self.max_wait_ms,

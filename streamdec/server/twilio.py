@@ -13,6 +13,11 @@ Twilio connects to the server (TwiML ``<Start><Stream url="wss://HOST/twilio"/>`
 - ``dtmf`` ``{"dtmf": {"track": "inbound_track", "digit": "5"}}``, ``mark`` ``{"mark":
   {"name"}}``, and ``stop`` ``{"stop": {"accountSid", "callSid"}}`` last.
 
+``customParameters`` (TwiML ``<Parameter name="..." value="..."/>``) may set the call's
+endpoint rules and ``text_format`` (``call_settings``); the other keys are the caller's.
+Twilio sends the server nothing that could end an utterance early (``mark`` and ``dtmf``
+are the caller's events): no force-final.
+
 The call's id is the ``callSid``; each track of ``tracks`` is a leg. A track's audio is
 placed on the call's timeline by its ``timestamp``: a gap (a lost or late message) is
 filled with silence, so both tracks' times stay times from the call's start.
@@ -30,6 +35,7 @@ import numpy as np
 from ..pcm import decode_pcm
 from .call_events import (DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent, CallNote,
                           CallStarted)
+from .call_settings import settings_layer
 from .connection import ClientError
 
 __all__ = ["TwilioProtocol", "TWILIO_RATE", "TRACKS", "MAX_GAP_SECONDS"]
@@ -112,7 +118,8 @@ class TwilioProtocol:
         self.placed = [0] * len(tracks)
         info = {"streamSid": start.get("streamSid", data.get("streamSid")),
                 "accountSid": start.get("accountSid"), "customParameters": custom}
-        return [CallStarted(call_id, self.tracks, info)]
+        layer = settings_layer("customParameters", custom, text=True)
+        return [CallStarted(call_id, self.tracks, info, (layer,) if layer else ())]
 
     def _on_media(self, data: dict) -> list[CallEvent]:
         if not self.started:

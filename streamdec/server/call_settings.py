@@ -1,0 +1,75 @@
+"""What a caller may set for one call, where its platform carries settings: the endpoint
+rules (``endpointing.ENDPOINT_KEYS``, within the server's bounds) and ``text_format``
+(``raw`` | ``punct`` | ``full``). Pure: no I/O.
+
+====================  ==========================================================================
+platform              where the settings come from (later ones win)
+====================  ==========================================================================
+Twilio                ``start.customParameters`` (TwiML ``<Parameter name=... value=...>``:
+                      text values)
+audio fork            the URL's query (text values), then the metadata's keys (JSON numbers
+                      and strings)
+AudioSocket           none (the protocol carries only the call's UUID)
+====================  ==========================================================================
+
+Keys other than these are the caller's own data and are left alone (they reach subscribers
+in ``call_start``'s ``info``). A bad value is ClientError ``bad_config`` naming where it
+came from; that call alone ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..endpoint import EndpointConfig
+from ..errors import ConfigError
+from ..textfmt.format import check_text_format
+from .connection import ClientError
+from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
+
+__all__ = ["CALL_SETTING_KEYS", "SettingsLayer", "CallSettings", "settings_layer",
+           "call_settings"]
+
+CALL_SETTING_KEYS = ENDPOINT_KEYS + ("text_format",)
+
+
+@dataclass(frozen=True)
+class SettingsLayer:
+    """The settings one source gave (only ``CALL_SETTING_KEYS``): ``where`` names the source
+    in errors; ``text``: its values are text (a URL's, TwiML's) rather than JSON."""
+
+    where: str
+    values: Mapping[str, Any]
+    text: bool
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    endpoint: EndpointConfig | None = None  # None: the server's rules
+    text_format: str | None = None  # None: the server's call_text_format
+
+
+def settings_layer(where: str, values: Any, text: bool) -> SettingsLayer | None:
+    """The settings among ``values`` (any JSON; only an object has any); None when none."""
+    if not isinstance(values, Mapping):
+        return None
+    chosen = {k: values[k] for k in CALL_SETTING_KEYS if k in values}
+    return SettingsLayer(where, chosen, text) if chosen else None
+
+
+def call_settings(layers: Sequence[SettingsLayer], base: EndpointConfig,
+                  limits: EndpointLimits) -> CallSettings:
+    """The call's settings from its layers, in order (a later layer's key wins): the
+    endpoint rules are ``base`` changed within ``limits``. ClientError ``bad_config``."""
+    endpoint, text_format = None, None
+    for layer in layers:
+        rules = {k: v for k, v in layer.values.items() if k in ENDPOINT_KEYS}
+        try:
+            if rules:
+                endpoint = endpoint_config(rules, endpoint or base, limits, layer.text)
+            if "text_format" in layer.values:
+                text_format = check_text_format(layer.values["text_format"], "text_format")
+        except ConfigError as e:
+            raise ClientError("bad_config", f"{layer.where}: {e}") from None
+    return CallSettings(endpoint, text_format)
