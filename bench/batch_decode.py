@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from devset import Utterance
+from streamdec.drive import decode_continuously
 
 __all__ = ["Decoded", "Transcript", "decode_streamdec", "decode_streamdec_engine",
            "decode_sherpa", "digest", "count_identical"]
@@ -44,30 +45,40 @@ class Decoded:
     transcripts: dict[str, Transcript]  # by utterance id
 
 
+class _Job:
+    """One utterance in streamdec's continuous-batching loop (``drive.decode_continuously``)."""
+
+    def __init__(self, u: Utterance, stream, finished: Callable) -> None:
+        self.u, self.stream, self._finished = u, stream, finished
+        self.transcript: Transcript | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.transcript is not None
+
+    def feed(self) -> None:  # all audio was accepted when the stream was made
+        pass
+
+    def collect(self) -> None:
+        self.transcript = self._finished(self.stream)
+
+
 def _continuous(utts: Sequence[Utterance], k: int, start: Callable, step: Callable,
                 finished: Callable) -> Decoded:
     """The driver: ``start(u)`` makes a stream with all of u's audio accepted, ``step(streams)``
     decodes one round, ``finished(s)`` returns its transcript when it is done, else None."""
-    todo = list(reversed(utts))
-    active: list = []
-    out: dict[str, Transcript] = {}
     feature_seconds = 0.0
-    t0, c0 = time.perf_counter(), time.process_time()
-    while todo or active:
-        while todo and len(active) < k:
-            u = todo.pop()
+
+    def jobs():
+        nonlocal feature_seconds
+        for u in utts:
             f0 = time.perf_counter()
-            active.append((u, start(u)))
+            stream = start(u)
             feature_seconds += time.perf_counter() - f0
-        step([s for _, s in active])
-        still = []
-        for u, s in active:
-            transcript = finished(s)
-            if transcript is None:
-                still.append((u, s))
-            else:
-                out[u.utt] = transcript
-        active = still
+            yield _Job(u, stream, finished)
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = {job.u.utt: job.transcript for job in decode_continuously(jobs(), k, step)}
     return Decoded(time.perf_counter() - t0, time.process_time() - c0, feature_seconds, out)
 
 
@@ -104,7 +115,7 @@ def decode_streamdec_engine(rec, utts: Sequence[Utterance], k: int, search,
                             workers: int = 1) -> Decoded:
     """Like ``decode_streamdec``, through the asyncio ``Engine``: the loop thread computes
     the features of new streams while ``workers`` threads decode batches of up to ``k``."""
-    from streamdec.engine import Engine, EngineConfig
+    from streamdec.engine import Engine, EngineConfig, run_stream
 
     frame = rec.meta.encoder_frame_seconds
     out: dict[str, Transcript] = {}
@@ -117,11 +128,9 @@ def decode_streamdec_engine(rec, utts: Sequence[Utterance], k: int, search,
 
             async def one(u: Utterance) -> None:
                 async with slots:
-                    live = engine.open(search=search)
-                    await live.feed(u.rate, u.samples)
-                    live.finish()
-                    out[u.utt] = transcript([r async for r in live.results()], frame)
-                    live.close()
+                    results = await run_stream(engine.open(search=search),
+                                               [(u.rate, u.samples)])
+                    out[u.utt] = transcript(results, frame)
 
             await asyncio.gather(*(one(u) for u in utts))
 

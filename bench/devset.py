@@ -125,6 +125,8 @@ def transcribe(rec, utts: Sequence[Utterance], search=None, hotwords: Sequence[s
                batch: int = 16, phrases: Sequence[str] | None = None) -> dict[str, str]:
     """Final text of each utterance (segments joined by a space), decoded ``batch`` streams
     at a time with all audio given at once."""
+    from streamdec.drive import decode_ready
+
     out = {}
     for i in range(0, len(utts), batch):
         group = utts[i:i + batch]
@@ -133,8 +135,7 @@ def transcribe(rec, utts: Sequence[Utterance], search=None, hotwords: Sequence[s
         for s, u in zip(streams, group):
             s.accept_waveform(u.rate, u.samples)
             s.input_finished()
-        while any(rec.is_ready(s) for s in streams):
-            rec.decode(streams)
+        decode_ready(rec, streams)
         for s, u in zip(streams, group):
             texts = [e.text for e in s.pop_events() if e.is_final and e.text]
             out[u.utt] = " ".join(texts)

@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE))
 
 from devset import Utterance, _telephone, error_rates, normalize, transcribe  # noqa: E402
 from streamdec import Recognizer  # noqa: E402
-from streamdec.config import load_config  # noqa: E402
+from streamdec.appconfig import load_config  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 PS = Path("/usr/share/pocketsphinx/test/data")

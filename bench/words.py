@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 
 from devset import dev_set, error_rates, transcribe  # noqa: E402
 from streamdec import Recognizer  # noqa: E402
-from streamdec.config import load_config  # noqa: E402
+from streamdec.appconfig import load_config  # noqa: E402
 
 SETS = ("espeak", "flite", "espeak8k")
 # row name -> changes to the accurate config's [search] table

@@ -22,8 +22,9 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from .errors import ConfigError, StreamdecError
-from .pcm import ENCODINGS, decode_pcm, sample_size
+from .errors import AudioFileError, AudioInputError, ConfigError
+from .pcm import decode_pcm, sample_size
+from .validation import require_sample_rate
 
 __all__ = ["AudioFile", "AudioFileError", "RawFormat", "STDIN"]
 
@@ -33,10 +34,6 @@ STDIN = "-"
 # Data sizes a WAV writer puts in its header when it cannot seek back to fill in the real
 # one (writing to a pipe): 0xFFFFFFFF (ffmpeg and others), 0x7FFFF000 (sox).
 _UNKNOWN_WAV_SIZES = (0xFFFFFFFF, 0x7FFFF000)
-
-
-class AudioFileError(StreamdecError):
-    """An audio input is missing, unreadable, holds no samples or is damaged partway."""
 
 
 def _libsndfile_says(e: Exception) -> str:
@@ -53,12 +50,11 @@ class RawFormat:
     encoding: str = "s16le"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rate, int) or self.rate <= 0:
-            raise ConfigError(f"raw PCM: the sample rate must be a positive integer, got "
-                              f"{self.rate!r}")
-        if self.encoding not in ENCODINGS:
-            raise ConfigError(f"raw PCM: unknown encoding {self.encoding!r}; known: "
-                              f"{', '.join(ENCODINGS)}")
+        require_sample_rate(self.rate, "raw PCM")
+        try:
+            sample_size(self.encoding)
+        except AudioInputError as e:
+            raise ConfigError(f"raw PCM: {e}") from None
 
 
 def _wav_declared_frames(f: BinaryIO) -> int | None:

@@ -11,6 +11,8 @@ call the Recognizer themselves:
         async for result in live.results():        # partials and finals, the last is_eof
             ...
         live.close()                               # always: frees the stream
+        # or all of that in one call, the audio fed while the results are read:
+        results = await run_stream(engine.open(), audio, on_result)
 
 How a decode runs: on the event loop a scheduler waits (never polls) until streams hold a
 whole chunk, waits up to ``max_wait_ms`` for a batch of ``max_batch`` to fill, gathers
@@ -31,11 +33,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
+import inspect
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol, Sequence
+from typing import AsyncIterable, AsyncIterator, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -47,7 +51,7 @@ from .search import SearchConfig
 from .stream import Stream
 from .validation import require_finite
 
-__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver"]
+__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver", "run_stream"]
 
 log = logging.getLogger("streamdec")
 
@@ -150,7 +154,7 @@ class LiveStream:
     @property
     def pending_frames(self) -> int:
         """Feature frames accepted and not decoded yet."""
-        return self.stream.features.num_frames_ready - self.stream.state.processed_frames
+        return self.stream.features.num_frames_ready - self.stream.state.processed_feature_frames
 
     # -- results out -----------------------------------------------------------------------
     @property
@@ -207,8 +211,8 @@ class LiveStream:
     def _delivered(self, results: Sequence[Result], now: float) -> list[float]:
         """Queue results after a commit; returns the latency of the chunk just decoded."""
         latencies = []
-        need = self.stream.state.processed_frames - self._engine.recognizer.meta.chunk_shift \
-            + self._engine.recognizer.meta.chunk_frames
+        meta = self._engine.recognizer.meta
+        need = self.stream.state.processed_feature_frames - meta.chunk_shift + meta.chunk_frames
         while self._chunk_marks and self._chunk_marks[0][0] <= need:
             end, t = self._chunk_marks.popleft()
             if end == need:
@@ -440,3 +444,45 @@ class Engine:
                 return updates
             error = DecodeError(f"decoding gave {len(updates)} updates for {len(batch)} streams")
         return [StreamUpdate(None, [], error) for _ in batch.streams]
+
+
+Audio = AsyncIterable[tuple[int, np.ndarray]] | Iterable[tuple[int, np.ndarray]]
+
+
+async def run_stream(live: LiveStream, audio: Audio,
+                     on_result: Callable[[Result], object] | None = None) -> list[Result]:
+    """The async loop, once: feed ``audio`` ((sample rate, samples) pieces, sync or async)
+    in a task of its own (it waits on back-pressure) while the results are read as they
+    come (``on_result`` gets each; what it returns is awaited when it can be, so it may be a
+    coroutine function); the input is finished when the audio ends (or its
+    source fails, or is cancelled); the stream is closed in any case. Returns every result.
+    Raises the stream's DecodeError, or what the audio source raised."""
+    async def feed() -> None:
+        try:
+            if isinstance(audio, AsyncIterable):
+                async for rate, samples in audio:
+                    await live.feed(rate, samples)
+            else:
+                for rate, samples in audio:
+                    await live.feed(rate, samples)
+        finally:
+            live.finish()
+
+    feeder = asyncio.get_running_loop().create_task(feed())
+    results: list[Result] = []
+    try:
+        async for result in live.results():
+            if on_result is not None:
+                outcome = on_result(result)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            results.append(result)
+    finally:
+        if not feeder.done():
+            feeder.cancel()
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await feeder
+        finally:
+            live.close()
+    return results

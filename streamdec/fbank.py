@@ -14,7 +14,7 @@ when each becomes ready, and how the last frames are reflected at the end of the
 The FFT runs in double precision, so the values differ from kaldi-native-fbank's only by
 float rounding (tests/test_features.py states the tolerance); each frame's values depend
 only on its own samples, never on how the audio was split or how many frames were
-computed together. About 5x faster than kaldi-native-fbank on this machine.
+computed together.
 
     fbank = Fbank(FeatureConfig())       # shared by every stream of one config
     online = OnlineFbank(fbank)          # one per stream
@@ -25,22 +25,31 @@ computed together. About 5x faster than kaldi-native-fbank on this machine.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import kaldi_native_fbank as knf
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-if TYPE_CHECKING:
-    from .features import FeatureConfig
-
-__all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for"]
+__all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for", "FbankSettings"]
 
 #: frames computed per numpy call (bounds the temporary arrays)
 BLOCK_FRAMES = 64
 
 
-def fbank_options(config: "FeatureConfig") -> knf.FbankOptions:
+class FbankSettings(Protocol):
+    """The fields of ``features.FeatureConfig`` that define the fbank (this module sits below
+    ``features``, which imports it)."""
+
+    sample_rate: int
+    num_bins: int
+    frame_length_ms: float
+    frame_shift_ms: float
+    low_freq: float
+    high_freq: float
+
+
+def fbank_options(config: FbankSettings) -> knf.FbankOptions:
     """kaldi-native-fbank options, every one set explicitly (its own defaults differ:
     dither 3e-5, snip_edges true, high_freq 0)."""
     opts = knf.FbankOptions()
@@ -67,7 +76,7 @@ class Fbank:
     """The constants of one feature configuration: frame geometry, window, mel weights.
     Immutable; shared by every stream (``fbank_for``)."""
 
-    def __init__(self, config: "FeatureConfig") -> None:
+    def __init__(self, config: FbankSettings) -> None:
         opts = fbank_options(config)
         frame = opts.frame_opts
         self.num_bins = config.num_bins
@@ -121,7 +130,7 @@ class Fbank:
 
 
 @functools.lru_cache(maxsize=16)
-def fbank_for(config: "FeatureConfig") -> Fbank:
+def fbank_for(config: FbankSettings) -> Fbank:
     """The shared Fbank of a configuration."""
     return Fbank(config)
 

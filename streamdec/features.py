@@ -23,7 +23,7 @@ import soxr
 
 from .errors import AudioInputError, ConfigError, StreamStateError
 from .fbank import OnlineFbank, fbank_for, fbank_options
-from .validation import require_finite
+from .validation import require_finite, require_positive, require_sample_rate
 
 __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples",
            "MAX_FLOAT_PEAK"]
@@ -48,8 +48,8 @@ class FeatureConfig:
         if self.frame_length_ms <= 0 or self.frame_shift_ms <= 0:
             raise ConfigError(f"features: frame_length_ms and frame_shift_ms must be positive, "
                               f"got {self}")
-        if self.sample_rate <= 0 or self.num_bins <= 0:
-            raise ConfigError(f"features: sample_rate and num_bins must be positive, got {self}")
+        require_sample_rate(self.sample_rate, "features.sample_rate")
+        require_positive(self, "features", ("num_bins",))
         if self.resample_quality not in ("QQ", "LQ", "MQ", "HQ", "VHQ"):
             raise ConfigError(f"features: unknown resample_quality {self.resample_quality!r}")
 
@@ -132,8 +132,7 @@ class StreamingFeatures:
         """Add one chunk of mono audio. The rate must stay the same for the whole stream."""
         if self._finished:
             raise StreamStateError("accept_waveform after input_finished")
-        if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
-            raise AudioInputError(f"sample rate must be a positive integer, got {sample_rate!r}")
+        require_sample_rate(sample_rate, error=AudioInputError)
         x = as_float_samples(samples)  # before any state changes: a bad chunk leaves none
         if self._input_rate is None:
             self._input_rate = int(sample_rate)

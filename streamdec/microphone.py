@@ -31,7 +31,7 @@ from typing import AsyncIterator
 
 import numpy as np
 
-from .errors import StreamdecError
+from .errors import MicrophoneError
 
 __all__ = ["MicrophoneError", "InputDevice", "input_devices", "require_input_devices",
            "find_input_device", "Capture"]
@@ -40,10 +40,6 @@ __all__ = ["MicrophoneError", "InputDevice", "input_devices", "require_input_dev
 _PA_INVALID_CHANNEL_COUNT = -9998
 _PA_INVALID_SAMPLE_RATE = -9997
 _PA_DEVICE_UNAVAILABLE = -9985  # what PortAudio reports for a busy device
-
-
-class MicrophoneError(StreamdecError):
-    """No usable input device: PortAudio missing, no or unknown device, device busy or lost."""
 
 
 def _sounddevice():

@@ -153,7 +153,7 @@ class Recognizer:
             return False
         if stream.state.vad is None:
             return (stream.features.num_frames_ready
-                    >= stream.state.processed_frames + self.meta.chunk_frames)
+                    >= stream.state.processed_feature_frames + self.meta.chunk_frames)
         gate, chunk = self.vad_gate, self._chunk(stream.state, stream.features.num_frames_ready)
         samples = gate.take(stream.state.vad, stream.vad_queue, stream.input_done)
         if samples is not None and (len(samples) >= chunk.step or stream.input_done):
@@ -167,7 +167,7 @@ class Recognizer:
         """The stream's next encoder chunks in samples at the model rate (for the VAD)."""
         T, n = self.meta.chunk_shift, self.meta.chunk_frames
         hop = self.config.features.frame_shift_samples
-        start = state.processed_frames
+        start = state.processed_feature_frames
         available = (frames_ready - start - n) // T + 1 if frames_ready >= start + n else 0
         return Chunk(first=start * hop, step=T * hop, available=available)
 
@@ -190,7 +190,7 @@ class Recognizer:
         n, T = self.meta.chunk_frames, self.meta.chunk_shift
         items = []
         for s in ready:
-            start = s.state.processed_frames
+            start = s.state.processed_feature_frames
             # no more audio can come, and after this chunk no whole chunk is left
             ready_frames = s.features.num_frames_ready
             is_last = s.input_done and ready_frames < start + T + n
@@ -255,7 +255,7 @@ class Recognizer:
         # decode up to the first chunk boundary past every frame that starts in the audio
         frames = -(-audio // step)
         target = -(-frames // shift) * shift
-        if target <= stream.state.processed_frames:
+        if target <= stream.state.processed_feature_frames:
             stream.end_segment(self.segmenter)
             return True
         unit = step * meta.subsampling  # one encoder frame: later times stay on the grid
@@ -327,12 +327,12 @@ class Recognizer:
             elif decision == DECODE:
                 plans.append((replace(it, state=state), events))
             else:  # SKIP: the timeline moves on, the encoder starts afresh at the next speech
-                start = state.processed_frames + count * meta.chunk_shift
+                start = state.processed_feature_frames + count * meta.chunk_shift
                 state = replace(
                     state, encoder_states=tuple(self.model.state_layout.initial()),
                     search_state=it.search.skip(state.search_state,
                                                 count * meta.encoder_frames_per_chunk),
-                    processed_frames=start)
+                    processed_feature_frames=start)
                 if it.input_done and it.frames_ready < start + meta.chunk_frames:
                     more, search_state, segment = self.segmenter.advance(
                         it.search, state.search_state, state.segment, True, it.endpoint)
@@ -360,7 +360,7 @@ class Recognizer:
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
                                                          it.is_last, it.endpoint, it.closing)
             state = DecodeState(tuple(enc_states), st, segment,
-                                it.state.processed_frames + meta.chunk_shift, it.state.vad)
+                                it.state.processed_feature_frames + meta.chunk_shift, it.state.vad)
             updates.append(StreamUpdate(state, events))
         return updates
 

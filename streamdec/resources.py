@@ -139,7 +139,7 @@ class SearchResources:
                 config.unk_unit_penalty))
         if not config.lang_dir:
             return None
-        from .lang.lang_dir import load_word_graph
+        from .lang.compiled import load_word_graph
 
         options = WordOptions(lm_scale=config.word_lm_scale, word_bonus=config.word_bonus,
                               lookahead=config.word_lookahead, allow_oov=config.allow_oov,

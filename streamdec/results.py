@@ -84,13 +84,13 @@ class Result:
 
 
 def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segment: int,
-                segment_start: int, frame_offset: int, is_final: bool,
+                segment_start: int, encoder_frame_offset: int, is_final: bool,
                 is_eof: bool = False, unknown_words: Sequence[bool] | None = None,
                 unknown_text: str | None = None, stable_tokens: int | None = None,
                 shift: int = 0, start_time: float | None = None,
                 end_limit: float | None = None) -> Result:
     """Result of ``hyp`` for a segment that began at encoder frame ``segment_start`` and has
-    been decoded up to ``frame_offset``.
+    been decoded up to ``encoder_frame_offset``.
 
     ``unknown_words``/``unknown_text`` (grammar mode): per word, whether it is outside the
     grammar; such words are shown as ``unknown_text`` (``[unk]``) in the words and text.
@@ -124,7 +124,7 @@ def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segme
     else:
         start = start_time
         timestamps = tuple(round((f - shift) * sec - start, 6) for f in hyp.frames)
-    end = round((frame_offset - shift) * sec, 6)
+    end = round((encoder_frame_offset - shift) * sec, 6)
     if end_limit is not None:
         end = max(start, min(end, end_limit))
     return Result(

@@ -32,7 +32,7 @@ __all__ = ["SegmentState", "Segmenter", "Closing"]
 class SegmentState:
     """Where a stream stands between segments."""
 
-    segment: int = 0  # id of the open segment
+    segment_id: int = 0  # id of the open segment
     last_partial: tuple[int, ...] = ()  # tokens of the last partial sent (no repeats)
     last_stable: int = 0  # its stable tokens
     done: bool = False  # the end-of-stream final has been made
@@ -66,10 +66,10 @@ class Segmenter:
         unknown = None
         if words is not None and words.unk_text is not None:  # grammar mode: [unk] words
             unknown = [not known for known in words.word_is_known(hyp.tokens)]
-        return make_result(hyp, self.symbols, self.meta, segment=seg.segment,
+        return make_result(hyp, self.symbols, self.meta, segment=seg.segment_id,
                            segment_start=search_state.segment_start,
-                           frame_offset=search_state.frame_offset, is_final=is_final,
-                           is_eof=is_eof, unknown_words=unknown,
+                           encoder_frame_offset=search_state.encoder_frame_offset,
+                           is_final=is_final, is_eof=is_eof, unknown_words=unknown,
                            unknown_text=words.unk_text if unknown else None,
                            stable_tokens=stable_tokens, shift=seg.shift, start_time=seg.start,
                            end_limit=end_limit)
@@ -102,8 +102,8 @@ class Segmenter:
             return [final], state, replace(seg, last_partial=(), done=True)
         best = search.partial(state)
         last = best.frames[-1] + 1 if best.frames else state.segment_start
-        if is_endpoint(endpoint or self.endpoint, state.frame_offset - state.segment_start,
-                       state.frame_offset - last, self.meta.encoder_frame_seconds):
+        if is_endpoint(endpoint or self.endpoint, state.encoder_frame_offset - state.segment_start,
+                       state.encoder_frame_offset - last, self.meta.encoder_frame_seconds):
             return self.end_at_endpoint(search, state, seg)
         stable = search.stable_length(state)
         if (best.tokens, stable) != (seg.last_partial, seg.last_stable):
@@ -116,17 +116,17 @@ class Segmenter:
                         ) -> tuple[list[Result], SearchState, SegmentState]:
         """End the open segment at an endpoint (the rules', or the voice activity
         detector's silence): its final when it has text, and a fresh segment."""
-        events, segment = [], seg.segment
+        events, segment = [], seg.segment_id
         if search.partial(state).tokens:
             events.append(self.final(search, state, seg))
             segment += 1
-        return events, search.reset(state), SegmentState(segment=segment, shift=seg.shift)
+        return events, search.reset(state), SegmentState(segment_id=segment, shift=seg.shift)
 
     def close(self, search: Search, state: SearchState, seg: SegmentState,
               closing: Closing | None = None
               ) -> tuple[list[Result], SearchState, SegmentState]:
         """End the open segment now (a force-final): its final (empty when it has no text),
-        the search restarted at ``state.frame_offset`` and the next segment's state.
+        the search restarted at ``state.encoder_frame_offset`` and the next segment's state.
         ``closing``: the last chunk was padded with silence; the final ends where the audio
         did, and the next segment starts there, the silence taken out of its times."""
         if closing is None:
@@ -135,5 +135,5 @@ class Segmenter:
         else:
             final = self.final(search, state, seg, end_limit=closing.audio_end)
             nxt = SegmentState(shift=seg.shift + closing.inserted, start=final.end_time)
-        segment = seg.segment + 1 if final.token_ids else seg.segment
-        return [final], search.reset(state), replace(nxt, segment=segment)
+        segment = seg.segment_id + 1 if final.token_ids else seg.segment_id
+        return [final], search.reset(state), replace(nxt, segment_id=segment)

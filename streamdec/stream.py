@@ -36,7 +36,7 @@ class DecodeState:
     encoder_states: tuple[np.ndarray, ...]  # batch axis of size 1
     search_state: "SearchState"
     segment: SegmentState
-    processed_frames: int = 0  # feature frames the encoder has advanced past
+    processed_feature_frames: int = 0  # feature frames the encoder has advanced past
     vad: "VadState | None" = None  # the stream's voice activity detector (None: no VAD)
 
 
@@ -94,7 +94,7 @@ class Stream:
     @property
     def segment(self) -> int:
         """Id of the open segment."""
-        return self.state.segment.segment
+        return self.state.segment.segment_id
 
     @property
     def done(self) -> bool:
@@ -106,11 +106,11 @@ class Stream:
         events queued, feature frames the encoder no longer needs freed."""
         self.state = state
         self._events.extend(events)
-        self.features.drop_before(state.processed_frames)
+        self.features.drop_before(state.processed_feature_frames)
         if self.vad_queue is not None:
             self.vad_queue.drop_before(state.vad.scored)
         self.in_flight = False
-        if self.close_at is not None and state.processed_frames >= self.close_at:
+        if self.close_at is not None and state.processed_feature_frames >= self.close_at:
             self.close_at = self.closing = None  # that decode closed the segment
 
     def end_segment(self, segmenter: "Segmenter") -> None:

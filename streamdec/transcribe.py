@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .audio_file import AudioFile, AudioFileError, RawFormat
+from .drive import decode_continuously, decode_ready
 from .errors import AudioInputError, DecodeError, StreamdecError
 from .recognizer import Recognizer
 from .results import Result
@@ -54,19 +55,27 @@ class FileTranscription:
 
 
 class _FileJob:
-    """One input being transcribed: its audio blocks, its stream and what came out."""
+    """One input being transcribed: its audio blocks, its stream and what came out (a
+    ``drive.Job``). An input that cannot be opened is a finished job with its error."""
 
     def __init__(self, recognizer: Recognizer, path: str, block_seconds: float,
-                 channel: int | None, raw: RawFormat | None) -> None:
+                 channel: int | None, raw: RawFormat | None, index: int = 0) -> None:
+        self.index = index
         self.result = FileTranscription(path)
-        self.audio = AudioFile(path, raw)
-        self.blocks = self.audio.blocks(block_seconds, channel)
-        self.stream = recognizer.create_stream()
+        self._recognizer = recognizer
+        self.stream = None
         self._abandoned = False  # damaged before any usable sample: nothing to decode
+        try:
+            self.audio = AudioFile(path, raw)
+            self.blocks = self.audio.blocks(block_seconds, channel)
+            self.stream = recognizer.create_stream()
+        except StreamdecError as e:
+            self.result.error = e
+            self._abandoned = True
 
     @property
     def finished(self) -> bool:
-        return self.stream.done or self._abandoned
+        return self._abandoned or self.stream.done
 
     def feed_block(self) -> None:
         """Hand the stream the next block of audio. At the end of the audio, or where it is
@@ -93,12 +102,15 @@ class _FileJob:
         else:
             self._abandoned = True
 
-    def feed(self, recognizer: Recognizer) -> None:
+    def feed(self) -> None:
         """Hand the stream audio until it holds a chunk to decode or its input is over."""
-        while not (self.finished or recognizer.is_ready(self.stream) or self.stream.input_done):
+        while not (self.finished or self._recognizer.is_ready(self.stream)
+                   or self.stream.input_done):
             self.feed_block()
 
-    def collect(self, on_event: EventCallback | None) -> None:
+    def collect(self, on_event: EventCallback | None = None) -> None:
+        if self.stream is None:
+            return
         for event in self.stream.pop_events():
             self.result.events.append(event)
             if on_event:
@@ -119,39 +131,19 @@ def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_
     """Transcribe inputs (paths, or ``-`` for standard input), up to ``batch_size`` at a
     time; yields their results in input order. ``channel``: the channel of multi-channel
     files to transcribe (None: their average); ``raw``: the inputs are headerless PCM."""
-    pending = iter(enumerate(str(p) for p in paths))
-    active: list[tuple[int, _FileJob]] = []
+    class Job(_FileJob):
+        def collect(self) -> None:
+            super().collect(on_event)
+
+    jobs = (Job(recognizer, str(path), block_seconds, channel, raw, index)
+            for index, path in enumerate(paths))
     finished: dict[int, FileTranscription] = {}
     next_out = 0
-    exhausted = False
-    while True:
-        while not exhausted and len(active) < batch_size:
-            item = next(pending, None)
-            if item is None:
-                exhausted = True
-                break
-            index, path = item
-            try:
-                active.append((index, _FileJob(recognizer, path, block_seconds, channel, raw)))
-            except StreamdecError as e:
-                finished[index] = FileTranscription(path, error=e)
-        if active:
-            for _, job in active:
-                job.feed(recognizer)
-            recognizer.decode([job.stream for _, job in active if not job.finished])
-            still = []
-            for index, job in active:
-                job.collect(on_event)
-                if job.finished:
-                    finished[index] = job.result
-                else:
-                    still.append((index, job))
-            active = still
+    for job in decode_continuously(jobs, batch_size, recognizer.decode):
+        finished[job.index] = job.result
         while next_out in finished:
             yield finished.pop(next_out)
             next_out += 1
-        if exhausted and not active and not finished:
-            return
 
 
 def transcribe_realtime(recognizer: Recognizer, path: str | Path, chunk_ms: int = 100,
@@ -159,17 +151,13 @@ def transcribe_realtime(recognizer: Recognizer, path: str | Path, chunk_ms: int 
                         raw: RawFormat | None = None,
                         sleep: Callable[[float], None] = time.sleep) -> FileTranscription:
     """Feed one input in ``chunk_ms`` pieces at the pace of live audio."""
-    try:
-        job = _FileJob(recognizer, str(path), chunk_ms / 1000, channel, raw)
-    except StreamdecError as e:
-        return FileTranscription(str(path), error=e)
+    job = _FileJob(recognizer, str(path), chunk_ms / 1000, channel, raw)
     start = time.monotonic()
     while not job.finished:
         wait = start + job.audio.seconds_read - time.monotonic()
         if wait > 0:
             sleep(wait)
         job.feed_block()
-        while recognizer.is_ready(job.stream):
-            recognizer.decode([job.stream])
+        decode_ready(recognizer, [job.stream])
         job.collect(on_event)
     return job.result

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["require_finite", "require_at_least", "require_positive"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, packaged (a declared dependency there)
+    import tomli as tomllib
+
+__all__ = ["require_finite", "require_at_least", "require_positive", "unknown_names",
+           "require_sample_rate", "build_table", "read_toml"]
 
 
 def require_finite(config, where: str) -> None:
@@ -34,3 +45,52 @@ def require_positive(config, where: str, names) -> None:
         value = getattr(config, name)
         if not value > 0:
             raise ConfigError(f"{where}.{name} must be > 0, got {value}")
+
+
+def unknown_names(names: Iterable[str], known: Sequence[str], what: str) -> str | None:
+    """The message for the ``names`` that are not in ``known`` (``unknown option(s) a, b;
+    known: x, y, z``), None when every one is known. Each caller raises its own error with
+    it (ConfigError, a client's bad_config, an upload's 400)."""
+    unknown = sorted(set(names) - set(known))
+    if not unknown:
+        return None
+    return f"unknown {what}(s) {', '.join(unknown)}; known: {', '.join(known)}"
+
+
+def require_sample_rate(rate, where: str = "", error: type[Exception] = ConfigError) -> int:
+    """``rate`` (Hz) as an int when it is a positive integer, else ``error`` with ``where``
+    in front of the reason: config files, flags, raw PCM and the audio a stream accepts
+    (AudioInputError) all check it here."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
+        prefix = f"{where}: " if where else ""
+        raise error(f"{prefix}the sample rate must be a positive integer, got {rate!r}")
+    return int(rate)
+
+
+def build_table(cls, table: Any, where: str, keys=None, make=None):
+    """``cls`` from a TOML table whose keys are ``keys`` (default: its fields), made by
+    ``make`` (default: ``cls``): ConfigError for what is not a table, an unknown key, or a
+    missing or invalid value (config files, the model catalog)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table, got {table!r}")
+    keys = keys or sorted(f.name for f in dataclasses.fields(cls))
+    message = unknown_names(table, keys, "key")
+    if message:
+        raise ConfigError(f"{where}: {message}")
+    try:
+        return (make or cls)(**table)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def read_toml(path: Path, what: str) -> dict:
+    """The parsed TOML file ``path`` (``what``: "config", "catalog"); ConfigError when it is
+    missing, unreadable or not TOML."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read {what} file ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None

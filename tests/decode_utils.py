@@ -5,23 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from streamdec import Recognizer, Result
+from streamdec.drive import decode_audio, decode_ready
 
 
 def decode_in_pieces(rec: Recognizer, audio: np.ndarray, piece: int, rate: int = 16000,
                      **stream_kw) -> list[Result]:
     """Feed ``audio`` in pieces of ``piece`` samples, decoding as chunks become ready;
     returns every event."""
-    s = rec.create_stream(**stream_kw)
-    events = []
-    for i in range(0, len(audio), piece):
-        s.accept_waveform(rate, audio[i:i + piece])
-        while rec.is_ready(s):
-            rec.decode([s])
-        events += s.pop_events()
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode([s])
-    return events + s.pop_events()
+    return decode_audio(rec, rec.create_stream(**stream_kw), rate,
+                        (audio[i:i + piece] for i in range(0, len(audio), piece)))
 
 
 def finals(events: list[Result]) -> list[Result]:
@@ -46,8 +38,7 @@ def decode_together(rec: Recognizer, streams: list, audios: list[np.ndarray], pi
             elif not s.input_done:
                 s.input_finished()
         pos += piece
-        while any(rec.is_ready(s) for s in streams):
-            rec.decode(streams)
+        decode_ready(rec, streams)
         for ev, s in zip(events, streams):
             ev += s.pop_events()
     return events

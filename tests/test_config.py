@@ -4,12 +4,53 @@ from pathlib import Path
 import pytest
 
 from streamdec import ConfigError, SearchConfig
-from streamdec.config import CONFIG_DIR, load_config, parse_config
+from streamdec.appconfig import CONFIG_DIR, load_config, parse_config
+from streamdec.engine import EngineConfig
+from streamdec.server.config import ENGINE_KEYS
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
-def test_shipped_configs_load(name):
-    load_config(name)
+def _setting(app, table: str, key: str):
+    """Where a key of a config file's table lands in the AppConfig."""
+    if table in ("model", "features", "search", "endpoint", "vad"):
+        return getattr(getattr(app.recognizer, table), key)
+    if table == "server" and key in ENGINE_KEYS:
+        return getattr(app.server.engine, key)
+    return getattr(getattr(app, table), key)
+
+
+@pytest.mark.parametrize("name, keys", [("accurate", 8), ("default", 46), ("low-latency", 4),
+                                        ("telephony", 5)])
+def test_shipped_configs_set_what_they_write(name, keys):
+    """Every key of each built-in file lands in the loaded config with the file's value
+    (the engine's keys of [server] in ``server.engine``; the endpoint rules as rules)."""
+    assert sorted(p.stem for p in CONFIG_DIR.glob("*.toml")) == [
+        "accurate", "default", "low-latency", "telephony"]
+    data = tomllib.loads((CONFIG_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+    app = load_config(name)
+    checked = 0
+    for table, values in data.items():
+        for key, value in values.items():
+            got = _setting(app, table, key)
+            if isinstance(value, dict):  # endpoint.rule1..3
+                got = dataclasses.asdict(got)
+            assert got == value, f"{name}: {table}.{key}"
+            checked += 1
+    assert checked == keys
+
+
+def test_server_table_nests_the_engine_keys():
+    app = parse_config({"server": {"port": 7000, "max_batch": 8, "max_wait_ms": 2.5,
+                                   "workers": 2, "max_pending_seconds": 1.0}})
+    assert app.server.port == 7000
+    assert app.server.engine == EngineConfig(max_batch=8, max_wait_ms=2.5, workers=2,
+                                             max_pending_seconds=1.0)
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_config({"server": {"engine": {"max_batch": 8}}})  # not a key users write
 
 
 def test_telephony_expects_8khz():

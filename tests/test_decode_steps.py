@@ -88,7 +88,7 @@ def test_compute_touches_no_stream(rec):
     state, frames = s.state, s.features.num_frames_ready
     updates = rec.compute(batch)
     assert s.state is state and s.features.num_frames_ready == frames and s.pop_events() == []
-    assert updates[0].state.processed_frames == rec.meta.chunk_shift
+    assert updates[0].state.processed_feature_frames == rec.meta.chunk_shift
     rec.commit(batch, updates)
     assert s.state is updates[0].state and not s.in_flight
 

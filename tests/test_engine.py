@@ -21,7 +21,7 @@ from conftest import make_recognizer
 from decode_utils import decode_in_pieces, finals, key
 from model_factory import test_audio
 from streamdec import DecodeError, Recognizer
-from streamdec.engine import Engine, EngineConfig
+from streamdec.engine import Engine, EngineConfig, run_stream
 from streamdec.features import StreamingFeatures
 from streamdec.stream import Stream
 from test_decode_steps import FailsOnLoudAudio, noise_after
@@ -67,22 +67,13 @@ def rec(model_dirs):
 async def stream_file(engine: Engine, audio: np.ndarray, piece: int, pause_every: int = 3):
     """Feed ``audio`` in pieces (yielding to the loop now and then, as a socket would) and
     collect results concurrently."""
-    live = engine.open()
-    results = []
+    async def pieces():
+        for n, i in enumerate(range(0, len(audio), piece)):
+            yield 16000, audio[i:i + piece]
+            if n % pause_every == 0:
+                await asyncio.sleep(0)
 
-    async def read():
-        async for r in live.results():
-            results.append(r)
-
-    reader = asyncio.create_task(read())
-    for n, i in enumerate(range(0, len(audio), piece)):
-        await live.feed(16000, audio[i:i + piece])
-        if n % pause_every == 0:
-            await asyncio.sleep(0)
-    live.finish()
-    await reader
-    live.close()
-    return results
+    return await run_stream(engine.open(), pieces())
 
 
 def test_concurrent_streams_each_get_their_own_transcript(rec):
@@ -252,6 +243,52 @@ def test_results_are_handed_out_once_and_not_kept_by_the_stream(rec):
     assert key(finals(got)) == key(finals(want))
 
 
+def test_run_stream_finishes_and_closes_when_the_audio_source_fails(rec):
+    """A source that raises partway: the results of the audio before it still come (the
+    input is finished), the source's error is raised, and the stream is closed."""
+    audio = AUDIOS[0]
+    got = []
+
+    async def broken():
+        yield 16000, audio[:16000]
+        raise OSError("device lost")
+
+    async def main():
+        async with Engine(rec) as engine:
+            with pytest.raises(OSError, match="device lost"):
+                await run_stream(engine.open(), broken(), got.append)
+            return engine.active_streams
+
+    assert asyncio.run(main()) == 0
+    assert got and got[-1].is_eof
+    alone = finals(decode_in_pieces(rec, audio[:16000], 16000))
+    assert [r.token_ids for r in got if r.is_final] == [r.token_ids for r in alone]
+
+
+def test_run_stream_awaits_a_coroutine_callback_before_the_next_result(rec):
+    """``on_result`` may be a coroutine function (mic formats finals in a thread through
+    it): each call is awaited before the next result is handed over, every result once and
+    in order, and the results are those of a plain decode."""
+    audio = AUDIOS[1]
+    seen, active = [], []
+
+    async def take(result):
+        active.append(result)
+        assert len(active) == 1, "a second result was handed over while one was awaited"
+        await asyncio.sleep(0.001)
+        seen.append(result)
+        active.pop()
+
+    async def main():
+        async with Engine(rec) as engine:
+            pieces = ((16000, audio[i:i + 1600]) for i in range(0, len(audio), 1600))
+            return await run_stream(engine.open(), pieces, take)
+
+    results = asyncio.run(main())
+    assert seen == results and results[-1].is_eof
+    assert key(finals(results)) == key(finals(decode_in_pieces(rec, audio, 1600)))
+
+
 class Gated:
     """The real model, except that each encode call waits for ``go`` (so a test can act
     while a batch is being computed) after setting ``entered``."""
@@ -345,7 +382,7 @@ def test_cancelling_the_task_that_stops_the_engine_mid_batch_leaves_no_stream_in
     chunk = rec.meta.chunk_shift
     for live in lives:
         assert not live.stream.in_flight and live.error is None
-        assert live.stream.state.processed_frames == chunk  # the one batch was committed
+        assert live.stream.state.processed_feature_frames == chunk  # the one batch was committed
 
 
 def test_a_compute_that_breaks_gives_every_stream_of_its_batch_an_error(rec, monkeypatch):

@@ -20,7 +20,7 @@ def test_one_token_per_winning_frame_with_absolute_frames():
     _, st = run(model, SearchConfig())
     assert st.hyp.tokens == (2, 3, 3, 4)
     assert st.hyp.frames == (1, 3, 4, 7)
-    assert st.frame_offset == 8
+    assert st.encoder_frame_offset == 8
     assert st.hyp.context == (3, 4)
 
 
@@ -81,7 +81,7 @@ def test_reset_keeps_context_and_starts_segment_at_offset():
     search, st = run(model, SearchConfig())
     r = search.reset(st)
     assert r.hyp == Hypothesis(context=(2, 3))
-    assert r.segment_start == r.frame_offset == 8
+    assert r.segment_start == r.encoder_frame_offset == 8
 
 
 def test_decoder_cache_is_bounded_and_keyed_by_context():

@@ -15,7 +15,8 @@ import pytest
 
 import streamdec
 from streamdec.lang import compiled
-from streamdec.lang.lang_dir import load_lexicon, load_word_graph, word_sources
+from streamdec.lang.compiled import load_word_graph
+from streamdec.lang.lang_dir import load_lexicon, word_sources
 from streamdec.lang.ngram import NgramLm
 from streamdec.search.word_graph import WordGraph, WordOptions
 from streamdec.tokens import SymbolTable

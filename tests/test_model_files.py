@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from streamdec import ModelConfig, Recognizer, RecognizerConfig
-from streamdec.config import load_config
+from streamdec.appconfig import load_config
 from streamdec.errors import ConfigError, ModelLoadError
 from streamdec.models import load_model
 from streamdec.models.files import find_model_files
@@ -273,5 +273,5 @@ def test_processed_lens_is_the_feature_frames_already_processed(tmp_path):
     s.input_finished()
     while rec.is_ready(s):
         rec.decode([s])
-    assert s.state.processed_frames == 3 * 64
+    assert s.state.processed_feature_frames == 3 * 64
     assert str(s.error).startswith("decoding failed: ")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from streamdec.cli.main import main
-from streamdec.config import load_config
+from streamdec.appconfig import load_config
 from streamdec.models.config import BUILTIN_MODEL_DIR
 
 ROOT = Path(__file__).resolve().parents[1]

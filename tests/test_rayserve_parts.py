@@ -17,7 +17,7 @@ import websockets
 from server_utils import UNIT
 from streamdec import ConfigError
 from streamdec.cli.main import main as cli_main
-from streamdec.config import parse_config
+from streamdec.appconfig import parse_config
 from streamdec.rayserve.collector import STALE_SECONDS, Collector, ReplicaHealth
 from streamdec.rayserve.config import RayConfig
 from streamdec.rayserve.proxy import LOST, UNANSWERED, WebSocketGuard

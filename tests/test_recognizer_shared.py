@@ -9,6 +9,7 @@ from conftest import make_recognizer
 from decode_utils import decode_in_pieces, finals, key
 from model_factory import test_audio
 from streamdec import ConfigError, SearchConfig, TokenizeError
+from streamdec.drive import decode_audio
 from streamdec.resources import HEAVY, RESOURCE_BUDGET
 
 AUDIO = test_audio(3.0, seed=5)
@@ -39,12 +40,8 @@ def test_search_objects_are_bounded_and_eviction_is_safe(rec):
     assert ("search", first) not in rec.resources
     assert rec.resources.keys()[-1] == ("search", configs[-1])
     # the stream created before its configuration was evicted decodes as before
-    s.accept_waveform(16000, AUDIO)
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode([s])
-    assert key(finals(s.pop_events())) == key(finals(decode_in_pieces(rec, AUDIO, len(AUDIO),
-                                                                      search=first)))
+    assert key(finals(decode_audio(rec, s, 16000, [AUDIO]))) == key(finals(
+        decode_in_pieces(rec, AUDIO, len(AUDIO), search=first)))
 
 
 def test_hotwords_file_is_read_and_checked_when_the_recognizer_is_made(model_dirs, tmp_path):

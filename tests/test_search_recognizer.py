@@ -62,7 +62,7 @@ def test_nbest_is_ranked_with_per_token_details(method):
     model = ref.ToyModel(seed=3)
     enc = model.random_encoder_out(20, seed=3)
     search = make_search(model, SearchConfig(method=method, beam=4, nbest=3))
-    state = search.init_state(frame_offset=100)
+    state = search.init_state(encoder_frame_offset=100)
     state = search.step([state], enc[None, :7])[0]
     state = search.step([state], enc[None, 7:])[0]
     nbest = search.finalize(state)
@@ -77,7 +77,7 @@ def test_nbest_is_ranked_with_per_token_details(method):
         assert all(lp <= 0 for lp in h.log_probs)
     assert search.partial(state).tokens in {h.tokens for h in state.hyps}
     after = search.reset(state)
-    assert after.segment_start == after.frame_offset == 120
+    assert after.segment_start == after.encoder_frame_offset == 120
     assert after.hyps[0].context == nbest[0].context and after.hyps[0].tokens == ()
 
 

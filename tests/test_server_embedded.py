@@ -17,6 +17,7 @@ from model_factory import test_audio
 from server_utils import UNIT, messages_until_closed, sherpa_client
 from streamdec import Recognizer
 from streamdec.server.app import create_app
+from streamdec.engine import EngineConfig
 from streamdec.server.config import ServerConfig
 from streamdec.server.context import ServerContext
 from test_decode_steps import FailsOnLoudAudio, noise_after
@@ -42,7 +43,7 @@ async def host(app) -> tuple[uvicorn.Server, asyncio.Future, int]:
 
 def test_a_failing_decode_ends_only_its_client(rec):
     failing = Recognizer(rec.config, model=FailsOnLoudAudio(rec.model), symbols=rec.symbols)
-    context = ServerContext.create(failing, ServerConfig(max_wait_ms=20))
+    context = ServerContext.create(failing, ServerConfig(engine=EngineConfig(max_wait_ms=20)))
     app = create_app(context)
     audios = [test_audio(2.0 + 0.3 * n, seed=400 + n) for n in range(3)]
     want = [[r.text for r in finals(decode_in_pieces(rec, a, len(a))) if r.text]
@@ -105,7 +106,8 @@ def test_stall_diagnostics_paused_reads_the_loops_lag_and_the_engines_queue(rec,
 
     caplog.set_level(logging.INFO, logger="streamdec.server")
     slow = Recognizer(rec.config, model=Slow(rec.model, 0.02), symbols=rec.symbols)
-    context = ServerContext.create(slow, ServerConfig(max_pending_seconds=0.1))
+    context = ServerContext.create(slow,
+                                   ServerConfig(engine=EngineConfig(max_pending_seconds=0.1)))
     app = create_app(context)
     audio = test_audio(6.0, seed=450)
 

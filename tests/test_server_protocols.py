@@ -10,10 +10,11 @@ import re
 import pytest
 
 from streamdec import ConfigError, SearchConfig
-from streamdec.config import parse_config
+from streamdec.appconfig import parse_config
 from streamdec.endpoint import EndpointConfig, EndpointRule
 from streamdec.results import Result, Word
 from streamdec.server.access import Access, read_tokens
+from streamdec.engine import EngineConfig
 from streamdec.server.config import ServerConfig, env_overrides
 from streamdec.server.connection import CLOSE_CODES, ClientError, error_json
 from streamdec.server.endpointing import EndpointLimits
@@ -286,7 +287,7 @@ def test_token_file(tmp_path):
 # -- [server] config ---------------------------------------------------------------------------
 def test_server_table_and_environment_overrides():
     app = parse_config({"server": {"port": 7000, "vosk_port": 2700, "workers": 1}})
-    assert app.server == ServerConfig(port=7000, vosk_port=2700, workers=1)
+    assert app.server == ServerConfig(port=7000, vosk_port=2700, engine=EngineConfig(workers=1))
     env = {"STREAMDEC_PORT": "7100", "STREAMDEC_MAX_WAIT_MS": "2.5",
            "STREAMDEC_TOKEN_FILE": "/run/tokens", "STREAMDEC_VOSK_PORT": "2701",
            "HOME": "/root"}
@@ -314,9 +315,10 @@ def test_serve_flags_override_the_environment_which_overrides_the_file():
     from streamdec.cli.serve import server_config
 
     args = build_parser().parse_args(["serve", "--port", "7001", "--decode-threads", "1"])
-    config = server_config(args, ServerConfig(port=6000, max_batch=8, workers=2),
+    config = server_config(args,
+                           ServerConfig(port=6000, engine=EngineConfig(max_batch=8, workers=2)),
                            {"STREAMDEC_PORT": "7000", "STREAMDEC_MAX_BATCH": "4"})
-    assert (config.port, config.max_batch, config.workers) == (7001, 4, 1)
+    assert (config.port, config.engine.max_batch, config.engine.workers) == (7001, 4, 1)
 
 
 # -- transcription formats -------------------------------------------------------------------

@@ -32,7 +32,7 @@ import websockets
 
 from server_utils import UNIT, ServerProcess, run
 from streamdec import Recognizer
-from streamdec.config import load_config, parse_config
+from streamdec.appconfig import load_config, parse_config
 from streamdec.errors import ConfigError, ModelLoadError
 from streamdec.recognizer import RecognizerConfig
 from streamdec.server.config import ServerConfig, env_overrides

@@ -20,6 +20,7 @@ from decode_utils import decode_in_pieces, finals
 from server_utils import UNIT, sherpa_client, vosk_client
 from streamdec import Recognizer, RecognizerConfig
 from streamdec.cli.main import main
+from streamdec.engine import EngineConfig
 from streamdec.errors import ConfigError
 from streamdec.formats import subtitles
 from streamdec.server.app import create_app
@@ -139,7 +140,7 @@ def test_server_config_checks_text_formats(field):
 
 def serve(rec, coroutine):
     """Run ``coroutine(port)`` against the app hosted in-process on a free loopback port."""
-    context = ServerContext.create(rec, ServerConfig(max_wait_ms=5))
+    context = ServerContext.create(rec, ServerConfig(engine=EngineConfig(max_wait_ms=5)))
     app = create_app(context)
 
     async def main_():

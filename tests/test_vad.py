@@ -17,7 +17,7 @@ import soundfile as sf
 from decode_utils import decode_in_pieces, decode_together, finals, key
 from server_utils import ServerProcess, run, sherpa_client, vosk_client
 from streamdec import Recognizer
-from streamdec.config import parse_config
+from streamdec.appconfig import parse_config
 from streamdec.engine import Engine, EngineConfig
 from streamdec.errors import ConfigError, ModelLoadError
 from streamdec.recognizer import RecognizerConfig

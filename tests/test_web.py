@@ -182,7 +182,7 @@ def spelled(rec, segment: int, segment_start: int, words, is_final=True):
                      log_probs=tuple(-0.1 for _ in ids))
     end = (words[-1][2] + 5) if words else segment_start + 10
     return make_result(hyp, rec.symbols, rec.meta, segment=segment, segment_start=segment_start,
-                       frame_offset=end, is_final=is_final)
+                       encoder_frame_offset=end, is_final=is_final)
 
 
 W8 = [f"WORD{c * 4}" for c in "ABCDEFGHIJ"]  # ten 8-letter words: four fit on a 42-char line

@@ -32,7 +32,7 @@ def test_result_words_have_frame_times_and_geometric_mean_confidence():
                      blank_id=0, frame_shift_ms=10.0, sample_rate=16000)
     hyp = Hypothesis(context=(1, 4), tokens=(1, 2, 3, 1, 4), frames=(10, 11, 13, 20, 21),
                      log_probs=(-0.1, -0.2, -0.4, -0.05, -1.0), score=-2.0)
-    r = make_result(hyp, CHARS, meta, segment=0, segment_start=10, frame_offset=30,
+    r = make_result(hyp, CHARS, meta, segment=0, segment_start=10, encoder_frame_offset=30,
                     is_final=True)
     assert [w.text for w in r.words] == ["AB", "C"]
     ab, c = r.words

@@ -24,3 +24,6 @@ def test_bench_words_small_run(tmp_path):
         assert row["rtf"] > 0 and row["rtf_vs_no_lm"] > 0
     assert report["rows"]["accurate"]["search"]["lang_dir"] == "lang"
     assert report["rows"]["accurate_no_lm"]["rtf_vs_no_lm"] == 1.0
+    # the ratio is the row's reported RTF over the no-LM row's, rounded to 2 decimals
+    accurate, no_lm = report["rows"]["accurate"], report["rows"]["accurate_no_lm"]
+    assert accurate["rtf_vs_no_lm"] == round(accurate["rtf"] / no_lm["rtf"], 2)

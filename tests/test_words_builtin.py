@@ -16,7 +16,8 @@ sys.path.insert(0, str(ROOT / "recipes" / "synthetic-en"))
 
 from devset import dev_set, error_rates, transcribe  # noqa: E402
 from streamdec import Recognizer, RecognizerConfig  # noqa: E402
-from streamdec.config import load_config  # noqa: E402
+from streamdec.appconfig import load_config  # noqa: E402
+from streamdec.drive import decode_audio  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 NUM_UTTS = 40
@@ -53,11 +54,8 @@ def speech():
 
 def decode(rec: Recognizer, audio, phrases) -> str:
     s = rec.create_stream(search=SearchConfig(method="modified_beam", beam=8), phrases=phrases)
-    s.accept_waveform(16000, audio)
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode([s])
-    return " ".join(e.text for e in s.pop_events() if e.is_final and e.text)
+    return " ".join(e.text for e in decode_audio(rec, s, 16000, [audio])
+                    if e.is_final and e.text)
 
 
 def test_grammar_recognises_its_phrases_and_refuses_the_rest(speech):

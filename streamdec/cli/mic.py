@@ -17,14 +17,15 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..engine import Engine, LiveStream
+from ..engine import Engine, run_stream
 from ..errors import ConfigError
 from ..formats import event_json, subtitles
 from ..microphone import Capture, find_input_device, require_input_devices
 from ..recognizer import Recognizer
 from ..results import Result
-from .live_line import LiveLine
 from ..textfmt import default_formatter
+from ..validation import require_sample_rate
+from .live_line import LiveLine
 from .options import (add_recognizer_options, add_text_format_option, announce_model,
                       app_config_from_args)
 
@@ -102,20 +103,17 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]):
             loop.remove_signal_handler(sig)
 
 
-async def _feed(capture: Capture, live: LiveStream, recording: _Recording | None) -> None:
-    """Captured blocks into the stream until the capture ends, then the end of input."""
+async def _audio(capture: Capture, recording: _Recording | None):
+    """Captured blocks as (rate, samples) until the capture ends (also saved with --save)."""
     first = True
-    try:
-        async for samples in capture.blocks():
-            if first:
-                first = False
-                print(f"streamdec: listening to input device {capture.device} at "
-                      f"{capture.rate} Hz; Ctrl-C stops", file=sys.stderr, flush=True)
-            if recording:
-                recording.wav.write(samples)
-            await live.feed(capture.rate, samples)
-    finally:
-        live.finish()
+    async for samples in capture.blocks():
+        if first:
+            first = False
+            print(f"streamdec: listening to input device {capture.device} at "
+                  f"{capture.rate} Hz; Ctrl-C stops", file=sys.stderr, flush=True)
+        if recording:
+            recording.wav.write(samples)
+        yield capture.rate, samples
 
 
 async def _caption(recognizer: Recognizer, capture: Capture, show: Callable[[Result], None],
@@ -123,28 +121,18 @@ async def _caption(recognizer: Recognizer, capture: Capture, show: Callable[[Res
                    text_format: str = "raw") -> None:
     """Capture, decode and show until stopped; the finals (formatted at ``text_format``, in
     a worker thread) are appended to ``finals``."""
+    async def take(result: Result) -> None:
+        if result.is_final and text_format != "raw":
+            result = await asyncio.to_thread(default_formatter().apply, result, text_format)
+        show(result)
+        if result.is_final:
+            finals.append(result)
+
     loop = asyncio.get_running_loop()
     async with Engine(recognizer) as engine:
-        live = engine.open()
-        try:
-            with _stop_on_signals(loop, capture.stop):
-                async with capture:
-                    feeder = loop.create_task(_feed(capture, live, recording))
-                    try:
-                        async for result in live.results():
-                            if result.is_final and text_format != "raw":
-                                result = await asyncio.to_thread(
-                                    default_formatter().apply, result, text_format)
-                            show(result)
-                            if result.is_final:
-                                finals.append(result)
-                    finally:
-                        if not feeder.done():
-                            feeder.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await feeder
-        finally:
-            live.close()
+        with _stop_on_signals(loop, capture.stop):
+            async with capture:
+                await run_stream(engine.open(), _audio(capture, recording), take)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
             print(d.describe())
         return 0
     app = app_config_from_args(args)
-    if args.rate is not None and args.rate <= 0:
-        raise ConfigError(f"--rate must be a positive number of Hz, got {args.rate}")
+    if args.rate is not None:
+        require_sample_rate(args.rate, "--rate")
     device = find_input_device(args.device)
     rate = args.rate or device.default_rate
     text_format = args.text_format or "full"

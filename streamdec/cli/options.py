@@ -7,11 +7,11 @@ import argparse
 import sys
 from dataclasses import replace
 
-from ..config import AppConfig, load_config
+from ..appconfig import AppConfig, load_config
 from ..hub.cache import resolve_model_dir
 from ..models.config import ModelConfig
 from ..recognizer import Recognizer
-from ..search.config import SEARCH_METHODS, SearchConfig
+from ..search.config import BEAM_SEARCHES, SEARCH_METHODS, SearchConfig
 
 __all__ = ["HelpFormatter", "add_recognizer_options", "add_text_format_option",
            "app_config_from_args", "announce_model"]
@@ -55,7 +55,7 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
                    help=f"beam size / max active paths (default: {SearchConfig.beam})")
     g.add_argument("--blank-penalty", type=float, help="subtracted from the blank logit "
                    f"(default: {SearchConfig.blank_penalty:g})")
-    beams = ", ".join(m for m in SEARCH_METHODS if m != "greedy")
+    beams = ", ".join(BEAM_SEARCHES)
     g.add_argument("--hotwords-file", help="one phrase per line, optional ':score'; hotwords "
                    f"need a beam search (--search {beams}), not greedy (default: none)")
     g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token "

@@ -20,7 +20,7 @@ import sys
 from ..errors import ConfigError
 from .options import add_recognizer_options, announce_model, app_config_from_args
 
-_FLAGS = [  # (flag, ServerConfig field, type, help)
+_FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
     ("--host", "host", str, "address to listen on (default 127.0.0.1; 0.0.0.0: all)"),
     ("--port", "port", int, "port of the sherpa-onnx protocol, Vosk at /vosk and HTTP "
                             "(default 6006; 0: any free port)"),
@@ -79,7 +79,7 @@ def server_config(args: argparse.Namespace, file_config, environ) -> object:
              if getattr(args, f"server_{field}") is not None}
     changes = {**env_overrides(environ), **flags}
     try:
-        return dataclasses.replace(file_config, **changes)
+        return file_config.updated(changes)
     except TypeError as e:
         raise ConfigError(f"server: {e}") from None
 

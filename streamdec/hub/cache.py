@@ -14,21 +14,10 @@ import os
 from pathlib import Path
 
 from ..errors import ModelLoadError
+from ..home import HOME_ENV, streamdec_home
 from .catalog import is_model_name, load_catalog
 
 __all__ = ["HOME_ENV", "streamdec_home", "models_dir", "installed_dir", "resolve_model_dir"]
-
-HOME_ENV = "STREAMDEC_HOME"
-
-
-def streamdec_home() -> Path:
-    """The cache root (``$STREAMDEC_HOME``, else ``$XDG_CACHE_HOME/streamdec``, else
-    ``~/.cache/streamdec``)."""
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "streamdec"
-
 
 def models_dir() -> Path:
     return streamdec_home() / "models"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..validation import build_table, read_toml
 
 __all__ = ["CatalogEntry", "CATALOG_ENV", "is_model_name", "load_catalog", "find_entry"]
 
@@ -73,16 +74,7 @@ def is_model_name(value) -> bool:
 
 
 def _read(path: Path) -> dict[str, CatalogEntry]:
-    from ..config import _build, tomllib  # one home for the table checks of config files
-
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: catalog file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read catalog file ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    data = read_toml(path, "catalog")
     unknown = sorted(set(data) - {"model"})
     models = data.get("model", [])
     if unknown or not isinstance(models, list):
@@ -90,7 +82,7 @@ def _read(path: Path) -> dict[str, CatalogEntry]:
                           + (f", not {', '.join(unknown)}" if unknown else ""))
     entries: dict[str, CatalogEntry] = {}
     for n, table in enumerate(models, 1):
-        entry = _build(CatalogEntry, table, f"{path} [[model]] #{n}")
+        entry = build_table(CatalogEntry, table, f"{path} [[model]] #{n}")
         if entry.name in entries:
             raise ConfigError(f"{path}: model {entry.name!r} is listed twice")
         entries[entry.name] = entry

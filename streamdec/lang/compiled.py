@@ -6,6 +6,7 @@ ARPA file and building the prefix tree: seconds. Its compiled form is the ``Lexi
 ``.npz`` file that loads as it is:
 
     tree, lm = load_compiled("lang", symbols)   # compiles on the first call, then reads
+    graph = load_word_graph("lang", symbols, WordOptions(lm_scale=0.5))  # the search's
 
 The file's name carries a key: a hash of the model's units, and one of the format version
 and, for each source file (lexicon or word list, ``G.arpa``), its name, size and content
@@ -32,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from ..hub.cache import streamdec_home
+from ..home import streamdec_home
 from .lang_dir import load_lexicon, word_sources
 from .ngram import NgramLm
 
 __all__ = ["FORMAT", "USER_CACHE_FILES", "source_key", "compile_lang", "cache_locations",
-           "load_compiled"]
+           "load_compiled", "load_word_graph"]
 
 FORMAT = 1  # raise when the arrays or their meaning change
 LOCAL_DIR = ".streamdec-cache"
@@ -165,3 +166,14 @@ def _prune(kept: Path) -> None:
             p.unlink(missing_ok=True)
     except OSError:  # another process pruned at the same time
         pass
+
+
+def load_word_graph(folder: str | Path, symbols, options, compiled=None):
+    """The ``WordGraph`` of a lang directory (lexicon x G.arpa) for the model's ``symbols``,
+    from its compiled form (built on first use, then read back, see the module notes);
+    ``compiled``: reads that form (default ``load_compiled``; a store passes its own to
+    share one prefix tree and n-gram between option sets)."""
+    from ..search.word_graph import WordGraph
+
+    tree, lm = (compiled or load_compiled)(folder, symbols)
+    return WordGraph(tree, lm, symbols, options)

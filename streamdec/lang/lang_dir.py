@@ -7,9 +7,8 @@ A lang directory (``streamdec lang`` writes one) holds the lexicon and the word 
 - ``G.arpa``: the word n-gram in ARPA form.
 
 Each file may be gzip-compressed (``lexicon.txt.gz``, ``G.arpa.gz``). The search reads
-them through their compiled form (``compiled.py``), made on first use and kept.
-
-    graph = load_word_graph("lang", symbols, WordOptions(lm_scale=0.5))
+them through their compiled form (``compiled.py``: ``load_word_graph``), made on first use
+and kept.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from .lexicon import read_lexicon, read_words, spell_words
 
-__all__ = ["find_file", "load_lexicon", "word_sources", "load_word_graph"]
+__all__ = ["find_file", "load_lexicon", "word_sources"]
 
 
 def find_file(folder: Path, *names: str) -> Path | None:
@@ -60,14 +59,3 @@ def word_sources(folder: str | Path) -> tuple[Path, Path]:
                           f"'streamdec lang lm')")
     return lexicon, arpa
 
-
-def load_word_graph(folder: str | Path, symbols, options, compiled=None):
-    """The ``WordGraph`` of a lang directory (lexicon x G.arpa) for the model's ``symbols``,
-    from its compiled form (``compiled.py``: built on first use, then read back);
-    ``compiled``: reads that form (default ``load_compiled``; a store passes its own to
-    share one prefix tree and n-gram between option sets)."""
-    from ..search.word_graph import WordGraph
-    from .compiled import load_compiled
-
-    tree, lm = (compiled or load_compiled)(folder, symbols)
-    return WordGraph(tree, lm, symbols, options)

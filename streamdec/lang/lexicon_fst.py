@@ -18,8 +18,8 @@ weights are their negatives):
   ``fstaddselfloops`` does;
 - the loop state is final (k2: an arc with label -1 to a final state of its own).
 
-    arcs = lexicon_arcs(entries, token_ids, word_ids, sil_unit=None, sil_prob=0.5)
-    write_openfst(arcs, "L.fst"); write_k2_dict(arcs, "L.pt"); Path("L.txt").write_text(k2_text(arcs))
+    fst = lexicon_fst(entries, token_ids, word_ids, sil_unit=None, sil_prob=0.5)
+    write_openfst(fst, "L.fst"); write_k2_dict(fst, "L.pt"); Path("L.txt").write_text(k2_text(fst))
 """
 
 from __future__ import annotations

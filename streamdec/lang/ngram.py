@@ -228,6 +228,3 @@ class NgramLm:
     def end_score(self, state: int) -> float:
         """ln p(</s> | state)."""
         return self.score(state, self.eos)[0]
-
-    def context_words(self, state: int) -> list[str]:
-        return [self.words[i] for i in self._contexts[state]]

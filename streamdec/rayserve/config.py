@@ -42,7 +42,8 @@ class RayConfig:
     # streams have ended, or after this long (its remaining clients are then closed with
     # 1012 and a reason, and reconnect)
     scale_down_drain_seconds: float = 600.0
-    # CPUs each replica reserves on its Ray node (its engine decodes on one thread)
+    # CPUs each replica reserves on its Ray node (its engine decodes on the [server] table's
+    # ``workers`` threads, 1 by default)
     replica_cpus: float = 1.0
 
     def __post_init__(self) -> None:

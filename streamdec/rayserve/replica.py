@@ -24,7 +24,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..config import AppConfig
+from ..appconfig import AppConfig
 from ..recognizer import Recognizer
 from ..server.app import create_app
 from ..server.context import ServerContext

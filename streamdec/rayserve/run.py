@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 
-from ..config import AppConfig
+from ..appconfig import AppConfig
 from ..errors import ConfigError
 from ..recognizer import Recognizer
 from .collector import REPORT_SECONDS

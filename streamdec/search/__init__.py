@@ -26,7 +26,6 @@ states carried per hypothesis (``Hypothesis.word_node``/``lm_state``/``lm``).
 
 from __future__ import annotations
 
-from ..errors import ConfigError
 from .base import Hypothesis, Search, SearchState
 from .config import SEARCH_METHODS, SearchConfig
 from .decoder_cache import DecoderCache
@@ -40,23 +39,14 @@ from .tsd import TsdSearch
 __all__ = ["Hypothesis", "Search", "SearchState", "SearchConfig", "SEARCH_METHODS",
            "DecoderCache", "make_search", "SEARCHES"]
 
-#: method name -> Search class
-SEARCHES: dict[str, type[Search]] = {
-    GreedySearch.name: GreedySearch,
-    ModifiedBeamSearch.name: ModifiedBeamSearch,
-    AlsdSearch.name: AlsdSearch,
-    TsdSearch.name: TsdSearch,
-    ClassicBeamSearch.name: ClassicBeamSearch,
-    NscSearch.name: NscSearch,
-}
+#: method name (``SEARCH_METHODS``, in its order) -> Search class
+SEARCHES: dict[str, type[Search]] = dict(zip(SEARCH_METHODS, (
+    GreedySearch, ModifiedBeamSearch, AlsdSearch, TsdSearch, ClassicBeamSearch, NscSearch),
+    strict=True))
 
 
 def make_search(model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
                 unk_id: int | None = None, meta=None, lm=None) -> Search:
     """The search object for ``config.method`` (shared by every stream that uses it);
     see ``Search.__init__`` for the arguments."""
-    cls = SEARCHES.get(config.method)
-    if cls is None:
-        raise ConfigError(f"search method {config.method!r} is not implemented yet "
-                          f"(available: {', '.join(SEARCHES)})")
-    return cls(model, config, decoder_cache, unk_id, meta, lm)
+    return SEARCHES[config.method](model, config, decoder_cache, unk_id, meta, lm)

@@ -34,19 +34,19 @@ __all__ = ["AlsdSearch", "AlsdState"]
 @dataclass(frozen=True, eq=False)  # holds an array: compared by identity
 class AlsdState(BeamState):
     step_index: int = 0  # i: the next alignment step of the segment
-    buffer: np.ndarray | None = None  # (k, D): frames [frame_offset - k, frame_offset)
-    ended_last: tuple[Hypothesis, ...] = ()  # blank consumed frame frame_offset - 1
+    # (k, D): frames [encoder_frame_offset - k, encoder_frame_offset)
+    buffer: np.ndarray | None = None
+    ended_last: tuple[Hypothesis, ...] = ()  # blank consumed frame encoder_frame_offset - 1
 
     def frame_of(self, hyp: Hypothesis) -> int:
         """Absolute frame a hypothesis is at before step ``step_index``."""
         return self.segment_start + self.step_index - len(hyp.tokens)
 
     def frame(self, t: int) -> np.ndarray:
-        return self.buffer[t - (self.frame_offset - len(self.buffer))]
+        return self.buffer[t - (self.encoder_frame_offset - len(self.buffer))]
 
 
 class AlsdSearch(BeamSearchBase):
-    name = "alsd"
     state_class = AlsdState
 
     def step(self, states: Sequence[AlsdState], encoder_out: np.ndarray) -> list[AlsdState]:
@@ -56,8 +56,8 @@ class AlsdSearch(BeamSearchBase):
         grown = []
         for s, enc in zip(states, encoder_out):
             buf = enc.copy() if s.buffer is None else np.concatenate([s.buffer, enc])
-            grown.append(replace(s, buffer=buf, frame_offset=s.frame_offset + len(enc),
-                                 ended_last=()))
+            grown.append(replace(s, buffer=buf, ended_last=(),
+                                 encoder_frame_offset=s.encoder_frame_offset + len(enc)))
         return [self._trim(s) for s in self._run(grown, ended=False)]
 
     def _run(self, states: list[AlsdState], ended: bool) -> list[AlsdState]:
@@ -76,12 +76,12 @@ class AlsdSearch(BeamSearchBase):
             return False
         frames = [state.frame_of(h) for h in state.hyps]
         if ended:
-            return min(frames) < state.frame_offset
-        return max(frames) < state.frame_offset
+            return min(frames) < state.encoder_frame_offset
+        return max(frames) < state.encoder_frame_offset
 
     def _step_once(self, states: list[AlsdState]) -> list[AlsdState]:
         """One alignment step of several streams: one decoder + one joiner call."""
-        live = [[h for h in s.hyps if s.frame_of(h) < s.frame_offset] for s in states]
+        live = [[h for h in s.hyps if s.frame_of(h) < s.encoder_frame_offset] for s in states]
         enc = np.stack([s.frame(s.frame_of(h)) for s, hs in zip(states, live) for h in hs])
         flat = [h for hs in live for h in hs]
         graphs = [s.graph for s, hs in zip(states, live) for _ in hs]
@@ -93,7 +93,7 @@ class AlsdSearch(BeamSearchBase):
             for h in hs:
                 t = s.frame_of(h)
                 cands.append((r, self.blank_id, t))
-                if t == s.frame_offset - 1:
+                if t == s.encoder_frame_offset - 1:
                     ended_last.append(scored.blank_child(r))
                 if tokens_at_frame(h, t) < self.config.max_sym_per_frame_alsd:
                     cands += [(r, int(v), t) for v in scored.top_tokens(r, self.config.beam)]
@@ -108,7 +108,7 @@ class AlsdSearch(BeamSearchBase):
         if state.buffer is None or not state.hyps:
             return state
         first = min(state.frame_of(h) for h in state.hyps)
-        drop = first - (state.frame_offset - len(state.buffer))
+        drop = first - (state.encoder_frame_offset - len(state.buffer))
         return replace(state, buffer=state.buffer[drop:]) if drop > 0 else state
 
     def _live_hyps(self, state: AlsdState) -> list[Hypothesis]:

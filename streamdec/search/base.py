@@ -4,7 +4,7 @@ A search object is shared by all streams and holds **no per-stream state**: a st
 its search state (a frozen value) and hands it in. Every method returns new values and
 never mutates its arguments, so sibling hypotheses cannot corrupt each other.
 
-    state = search.init_state()                      # or init_state(context, frame_offset, graph)
+    state = search.init_state()            # or init_state(context, encoder_frame_offset, graph)
     states = search.step(states, encoder_out)        # encoder_out (N, T', D), N streams
     best = search.partial(state)                     # current best Hypothesis
     nbest = search.finalize(state)                   # end of segment/stream: n-best list
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar, Generic, Sequence, TypeVar
+from typing import TYPE_CHECKING, Generic, Sequence, TypeVar
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class Hypothesis:
 class SearchState:
     """Fields every search state has."""
 
-    frame_offset: int = 0  # absolute encoder frames this stream has consumed
+    encoder_frame_offset: int = 0  # absolute encoder frames this stream has consumed
     segment_start: int = 0  # absolute encoder frame where the current segment began
 
 
@@ -95,9 +95,8 @@ S = TypeVar("S", bound=SearchState)
 
 
 class Search(abc.ABC, Generic[S]):
-    """Base of all searches. Subclasses set ``name`` and implement the five methods."""
-
-    name: ClassVar[str]
+    """Base of all searches. Subclasses implement the five methods (``SEARCHES`` names
+    them)."""
 
     def __init__(self, model, config: SearchConfig, decoder_cache: DecoderCache | None = None,
                  unk_id: int | None = None, meta: ModelMeta | None = None,
@@ -137,12 +136,9 @@ class Search(abc.ABC, Generic[S]):
             return logp, logp
         return logp, log_softmax(logits / self.config.temperature)
 
-    def is_blank(self, token: int) -> bool:
-        return token == self.blank_id or token == self.unk_id
-
     # -- the protocol --------------------------------------------------------------------
     @abc.abstractmethod
-    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
+    def init_state(self, context: tuple[int, ...] | None = None, encoder_frame_offset: int = 0,
                    graph: "ContextGraph | None" = None, words: "WordGraph | None" = None) -> S:
         """A fresh state; ``context`` defaults to the initial blank context; ``graph``: the
         stream's hotwords; ``words``: the stream's lexicon and word LM (searches that
@@ -167,11 +163,11 @@ class Search(abc.ABC, Generic[S]):
 
     @abc.abstractmethod
     def reset(self, state: S) -> S:
-        """Start a new segment at ``state.frame_offset``, keeping the decoder context."""
+        """Start a new segment at ``state.encoder_frame_offset``, keeping the decoder context."""
 
     def skip(self, state: S, frames: int) -> S:
         """``state`` moved ``frames`` encoder frames on without decoding them (a voice
         activity detector skipped silence). Only for a state that starts a segment (just
         made by ``init_state`` or ``reset``): its segment then starts after the skip."""
-        offset = state.frame_offset + frames
-        return replace(state, frame_offset=offset, segment_start=offset)
+        offset = state.encoder_frame_offset + frames
+        return replace(state, encoder_frame_offset=offset, segment_start=offset)

@@ -27,8 +27,6 @@ __all__ = ["ClassicBeamSearch"]
 
 
 class ClassicBeamSearch(BeamSearchBase):
-    name = "beam"
-
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
                graphs: list[ContextGraph | None], words: list[WordGraph | None]
                ) -> list[list[Hypothesis]]:

@@ -236,7 +236,7 @@ class BeamSearchBase(Search[BeamState]):
 
     state_class: type[BeamState] = BeamState
 
-    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
+    def init_state(self, context: tuple[int, ...] | None = None, encoder_frame_offset: int = 0,
                    graph: ContextGraph | None = None, words: WordGraph | None = None
                    ) -> BeamState:
         context = tuple(context or initial_context(self.context_size, self.blank_id))
@@ -244,7 +244,8 @@ class BeamSearchBase(Search[BeamState]):
         hyp = Hypothesis(context=context, graph_node=graph.start if graph else 0,
                          word_node=node, lm_state=lm_state,
                          lm=self.lm.initial() if self.lm is not None else None)
-        return self.state_class(frame_offset=frame_offset, segment_start=frame_offset,
+        return self.state_class(encoder_frame_offset=encoder_frame_offset,
+                                segment_start=encoder_frame_offset,
                                 hyps=(hyp,), graph=graph, words=words)
 
     def step(self, states: Sequence[BeamState], encoder_out: np.ndarray) -> list[BeamState]:
@@ -252,10 +253,10 @@ class BeamSearchBase(Search[BeamState]):
         graphs = [s.graph for s in states]
         words = [s.words for s in states]
         for t in range(encoder_out.shape[1]):
-            beams = self._frame(beams, encoder_out[:, t], [s.frame_offset + t for s in states],
-                                graphs, words)
+            beams = self._frame(beams, encoder_out[:, t],
+                                [s.encoder_frame_offset + t for s in states], graphs, words)
         advance = encoder_out.shape[1]
-        return [replace(s, hyps=tuple(b), frame_offset=s.frame_offset + advance)
+        return [replace(s, hyps=tuple(b), encoder_frame_offset=s.encoder_frame_offset + advance)
                 for s, b in zip(states, beams)]
 
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
@@ -301,4 +302,4 @@ class BeamSearchBase(Search[BeamState]):
 
     def reset(self, state: BeamState) -> BeamState:
         context = self.finalize(state)[0].context
-        return self.init_state(context, state.frame_offset, state.graph, state.words)
+        return self.init_state(context, state.encoder_frame_offset, state.graph, state.words)

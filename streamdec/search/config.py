@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 from ..validation import require_at_least, require_finite, require_positive
 
-__all__ = ["SearchConfig", "SEARCH_METHODS"]
+__all__ = ["SearchConfig", "SEARCH_METHODS", "BEAM_SEARCHES", "DEFAULT_BEAM_SEARCH",
+           "require_beam_search", "with_beam_search"]
 
-#: Method names, the same in the API, config files, CLI and server.
+#: Method names, the same in the API, config files, CLI and server (``search.SEARCHES``
+#: maps each to its class).
 SEARCH_METHODS = ("greedy", "modified_beam", "alsd", "tsd", "beam", "nsc")
+#: the methods that keep a beam of hypotheses: hotwords, words (lang directory, grammar),
+#: a neural LM and a beam size need one of them
+BEAM_SEARCHES = SEARCH_METHODS[1:]
+#: the beam search taken where one is needed and the client could not name one (a Vosk
+#: phrase list on a server whose search is greedy)
+DEFAULT_BEAM_SEARCH = "modified_beam"
+
+
+def require_beam_search(method: str, what: str) -> None:
+    """ConfigError when ``method`` is not a beam search: ``what`` (e.g. ``"hotwords
+    need"``) needs one. The one home of this rule (config, server options, streams)."""
+    if method not in BEAM_SEARCHES:
+        raise ConfigError(f"{what} a beam search ({', '.join(BEAM_SEARCHES)}); the search is "
+                          f"{method}")
+
+
+def with_beam_search(config: "SearchConfig") -> "SearchConfig":
+    """``config``, with ``DEFAULT_BEAM_SEARCH`` in place of a search that is not a beam
+    search."""
+    if config.method in BEAM_SEARCHES:
+        return config
+    return replace(config, method=DEFAULT_BEAM_SEARCH)
 
 
 @dataclass(frozen=True)
@@ -43,7 +67,9 @@ class SearchConfig:
     # bonus per matched token (1.0, not icefall's 1.5 for BPE: character units are ~3x more
     # tokens per word; on the built-in model 1.5 costs unrelated utterances 0.4 WER points)
     hotwords_score: float = 1.0
-    # decoder outputs cached by the last context_size tokens (bounded)
+    # decoder outputs cached by the last context_size tokens (bounded); a Recognizer's cache
+    # is shared by all its searches and sized by its own search config: the value of a
+    # per-stream config (create_stream(search=...)) does not change it
     decoder_cache_size: int = 20000
     # words: a lang directory (lexicon.txt or words.txt, and the word n-gram G.arpa; ``.gz``
     # allowed) that constrains the beam searches to its words and scores them with its LM
@@ -75,8 +101,8 @@ class SearchConfig:
         if self.prefix_alpha < 0:
             raise ConfigError("search.prefix_alpha must be >= 0")
         for name in ("hotwords_file", "lang_dir", "lm_file"):
-            if getattr(self, name) and self.method == "greedy":
-                raise ConfigError(f"search.{name} needs a beam search method, not greedy")
+            if getattr(self, name):
+                require_beam_search(self.method, f"search.{name} needs")
         require_at_least(self, "search", ("word_lm_scale", "unk_penalty", "unk_unit_penalty",
                                           "lm_scale"), 0)
         require_positive(self, "search", ("temperature",))

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from .config import require_beam_search
 from .base import Hypothesis, Search, SearchState, initial_context
 
 __all__ = ["GreedySearch", "GreedyState"]
@@ -26,17 +26,15 @@ class GreedyState(SearchState):
 
 
 class GreedySearch(Search[GreedyState]):
-    name = "greedy"
-
-    def init_state(self, context: tuple[int, ...] | None = None, frame_offset: int = 0,
+    def init_state(self, context: tuple[int, ...] | None = None, encoder_frame_offset: int = 0,
                    graph=None, words=None) -> GreedyState:
         if graph is not None:
-            raise ConfigError("hotwords need a beam search (modified_beam, alsd, tsd, beam, nsc)")
+            require_beam_search("greedy", "hotwords need")
         if words is not None:
-            raise ConfigError("a lexicon, word LM or grammar needs a beam search "
-                              "(modified_beam, alsd, tsd, beam, nsc)")
+            require_beam_search("greedy", "a lexicon, word LM or grammar needs")
         context = context or initial_context(self.context_size, self.blank_id)
-        return GreedyState(frame_offset=frame_offset, segment_start=frame_offset,
+        return GreedyState(encoder_frame_offset=encoder_frame_offset,
+                           segment_start=encoder_frame_offset,
                            hyp=Hypothesis(context=context),
                            decoder_out=self.decoder_cache.get([context])[0])
 
@@ -71,7 +69,7 @@ class GreedySearch(Search[GreedyState]):
                     if token in blanks:
                         t, at = t + 1, 0
                         continue
-                    hyps[n] = hyps[n].extend(token, states[n].frame_offset + t,
+                    hyps[n] = hyps[n].extend(token, states[n].encoder_frame_offset + t,
                                              float(reported[row, token]), score)
                     at += 1
                     if at >= max_sym:
@@ -87,7 +85,7 @@ class GreedySearch(Search[GreedyState]):
                 rows_t = [t for n in todo for t in range(pos[n], num_frames)]
                 enc, dec_rows = encoder_out[rows_n, rows_t], dec[rows_n]
         return [replace(s, hyp=h.rescored(sc), decoder_out=dec[n],
-                        frame_offset=s.frame_offset + num_frames)
+                        encoder_frame_offset=s.encoder_frame_offset + num_frames)
                 for n, (s, h, sc) in enumerate(zip(states, hyps, scores))]
 
     def partial(self, state: GreedyState) -> Hypothesis:
@@ -103,4 +101,4 @@ class GreedySearch(Search[GreedyState]):
 
     def reset(self, state: GreedyState) -> GreedyState:
         return replace(state, hyp=Hypothesis(context=state.hyp.context),
-                       segment_start=state.frame_offset)
+                       segment_start=state.encoder_frame_offset)

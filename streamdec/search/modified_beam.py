@@ -22,8 +22,6 @@ __all__ = ["ModifiedBeamSearch"]
 
 
 class ModifiedBeamSearch(BeamSearchBase):
-    name = "modified_beam"
-
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
                graphs: list[ContextGraph | None], words: list[WordGraph | None]
                ) -> list[list[Hypothesis]]:

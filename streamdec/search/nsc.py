@@ -35,8 +35,6 @@ __all__ = ["NscSearch"]
 
 
 class NscSearch(BeamSearchBase):
-    name = "nsc"
-
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
                graphs: list[ContextGraph | None], words: list[WordGraph | None]
                ) -> list[list[Hypothesis]]:

@@ -24,8 +24,6 @@ __all__ = ["TsdSearch"]
 
 
 class TsdSearch(BeamSearchBase):
-    name = "tsd"
-
     def _frame(self, beams: list[list[Hypothesis]], enc: np.ndarray, frames: list[int],
                graphs: list[ContextGraph | None], words: list[WordGraph | None]
                ) -> list[list[Hypothesis]]:

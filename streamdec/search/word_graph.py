@@ -344,9 +344,6 @@ class WordGraph:
             return NEG_INF
         return done + self.options.lm_scale * self.lm.end_score(after)
 
-    def is_unknown(self, node: int) -> bool:
-        return node == self.oov_node
-
     def word_is_known(self, token_ids: Sequence[int]) -> list[bool]:
         """For the words of a unit sequence that the graph accepted: whether each one is a
         lexicon word (False: spelled through the unknown-word path)."""

@@ -8,6 +8,8 @@ module              what
 ``options``         per-connection query options (rate, encoding, channels, search)
 ``access``          bearer-token check and the connection cap (admission)
 ``connection``      one WebSocket client: its inbox, audio in, errors and close codes
+``session``         the commands a protocol session (no I/O) gives the connection
+``display``         finals for people: formatted off the loop, ``display`` fields
 ``sherpa``          the sherpa-onnx protocol: messages (pure) and the session
 ``vosk``            the Vosk protocol: config, replies (pure) and the session
 ``twilio``          Twilio Media Streams: the protocol as a state machine (no I/O)
@@ -21,6 +23,8 @@ module              what
 ``metrics``         Prometheus metrics (also the engine's observer)
 ``app``             ``create_app``: routes and lifespan
 ``run``             uvicorn listeners, signals and graceful drain
+``workers``         ``serve --workers N``: processes on one port, their supervisor
+``share``           ``ServerShare``: what the workers count together (shared memory)
 ==================  ==============================================================
 
 Nothing here loads a model at import time: build a ``Recognizer``, then

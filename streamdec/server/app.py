@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from importlib import resources
-from typing import Awaitable, Callable
+from typing import Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -52,15 +52,15 @@ from .connection import Connection, Disconnected
 from .context import ServerContext
 from .metrics import CONTENT_TYPE_LATEST
 from .options import StreamOptions, parse_options
-from .sherpa import run_sherpa
+from .sherpa import SherpaSession
 from .transcription import transcribe_upload
-from .vosk import run_vosk
+from .vosk import VoskSession
 
 __all__ = ["create_app"]
 
 SHERPA_ENCODING = "f32le"  # the sherpa-onnx protocol's default audio encoding
 
-Session = Callable[[Connection], Awaitable[None]]
+Session = Callable[[StreamOptions], object]  # a new protocol session for these options
 
 
 def _web_dir():
@@ -99,7 +99,8 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             return
         try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
             await context.engine.prepare(options.search, options.hotwords, options.phrases)
-            connection = Connection(context, websocket, protocol, options)
+            connection = Connection(context.engine, context.config, context.metrics,
+                                    websocket, protocol, options)
         # e.g. phrases the model cannot spell, or vad=true without the VAD's package
         except (ConfigError, TokenizeError, ModelLoadError) as e:
             context.metrics.errors.labels("bad_options").inc()
@@ -109,7 +110,7 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
         try:
             await websocket.accept(headers=accept_headers)
             connection.start()
-            await session(connection)
+            await connection.serve(session(options))
         except Disconnected:
             pass  # the client left: its streams are dropped below
         finally:
@@ -124,8 +125,17 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
     def sherpa_rate() -> int:
         return context.audio.sample_rate
 
-    sherpa = _websocket_route(context, "sherpa", run_sherpa, sherpa_rate, SHERPA_ENCODING)
-    vosk = _websocket_route(context, "vosk", run_vosk, lambda: 8000, "s16le")
+    recognizer = context.engine.recognizer
+
+    def sherpa_session(options: StreamOptions) -> SherpaSession:
+        return SherpaSession(options.channels, recognizer.meta.encoder_frame_seconds)
+
+    def vosk_session(options: StreamOptions) -> VoskSession:
+        return VoskSession(options, recognizer.config.search, recognizer.config.endpoint,
+                           context.config.endpoint_limits())
+
+    sherpa = _websocket_route(context, "sherpa", sherpa_session, sherpa_rate, SHERPA_ENCODING)
+    vosk = _websocket_route(context, "vosk", vosk_session, lambda: 8000, "s16le")
 
     async def index(request: Request) -> Response:
         return HTMLResponse((_web_dir() / "index.html").read_text(encoding="utf-8"))

@@ -31,11 +31,11 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ..errors import AudioInputError
+from ..errors import AudioInputError, ClientError
 from ..pcm import decode_pcm, deinterleave
+from ..validation import unknown_names
 from .call_events import CallAudio, CallEvent, CallFinalize, CallNote, CallStarted
 from .call_settings import CALL_SETTING_KEYS, settings_layer
-from .connection import ClientError
 
 __all__ = ["AudioForkProtocol", "SUBPROTOCOL", "MIX_LEGS", "RATES", "ID_KEYS", "FINALIZE",
            "reply"]
@@ -75,10 +75,9 @@ class AudioForkProtocol:
     ``default_id``: the call's id when neither says one."""
 
     def __init__(self, query: Mapping[str, str], default_id: str) -> None:
-        unknown = sorted(set(query) - set(_URL_KEYS))
-        if unknown:
-            raise ClientError("bad_config", f"unknown URL parameter(s) {', '.join(unknown)}; "
-                                            f"known: {', '.join(_URL_KEYS)}")
+        message = unknown_names(query, _URL_KEYS, "URL parameter")
+        if message:
+            raise ClientError("bad_config", message)
         self.url_settings = settings_layer("URL", query, text=True)
         self.mix = _mix(query.get("mix", "mono"), "mix")
         self.rate = _rate(query.get("rate", "8k"), "rate")

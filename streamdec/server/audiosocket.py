@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import uuid
 
-from ..errors import AudioInputError
+from ..errors import AudioInputError, ClientError
 from ..pcm import decode_pcm
 from .call_events import DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent, CallStarted
-from .connection import ClientError
 
 __all__ = ["AudioSocketProtocol", "KIND_HANGUP", "KIND_UUID", "KIND_DTMF", "KIND_ERROR",
            "AUDIO_RATES", "frame", "LEG"]

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from ..endpoint import EndpointConfig
 from ..errors import ConfigError
 from ..textfmt.format import check_text_format
-from .connection import ClientError
+from ..errors import ClientError
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["CALL_SETTING_KEYS", "SettingsLayer", "CallSettings", "settings_layer",

@@ -39,14 +39,13 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
 from ..engine import Engine, LiveStream
-from ..errors import AudioInputError, DecodeError
+from ..errors import AudioInputError, ClientError, DecodeError
 from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
 from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFinalize, CallNote,
                           CallStarted, call_message, result_message)
 from .call_settings import call_settings
 from .config import ServerConfig
-from .connection import ClientError
 from .display import display_fields, formatted
 from .twilio import TwilioProtocol
 

@@ -1,5 +1,10 @@
 """``ServerConfig``: the ``[server]`` table of a config file, validated once.
 
+The engine's settings (``EngineConfig``: ``max_batch``, ``max_wait_ms``, ``workers``,
+``max_pending_seconds``) are nested in it as ``engine``; in a file, an environment
+variable or a flag they are keys of the ``[server]`` table like the others
+(``ServerConfig().updated({"port": 7000, "max_batch": 8})``).
+
 Precedence, lowest first: the defaults below, the config file's ``[server]`` table,
 ``STREAMDEC_<FIELD>`` environment variables (``STREAMDEC_PORT=7000``,
 ``STREAMDEC_TOKEN_FILE=/run/secrets/tokens``), command-line flags.
@@ -9,16 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..engine import EngineConfig
 from ..errors import ConfigError
 from ..textfmt.format import check_text_format
-from ..validation import require_at_least, require_finite, require_positive
+from ..validation import require_at_least, require_finite, require_positive, unknown_names
 from .endpointing import EndpointLimits
 
-__all__ = ["ServerConfig", "ENV_PREFIX", "env_overrides"]
+__all__ = ["ServerConfig", "ENV_PREFIX", "env_overrides", "SETTINGS", "ENGINE_KEYS"]
 
 ENV_PREFIX = "STREAMDEC_"
 
@@ -46,11 +51,8 @@ class ServerConfig:
     tls_key: str | None = None
     # the engine: streams decoded in one batch, how long a ready stream waits for a batch
     # to fill, batches decoded at once (threads), undecoded audio per stream before reads
-    # pause (back-pressure)
-    max_batch: int = 32
-    max_wait_ms: float = 5.0
-    workers: int = 1
-    max_pending_seconds: float = 2.0
+    # pause (back-pressure); written as keys of the [server] table (ENGINE_KEYS)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     # calls from telephony platforms (Twilio at /twilio, audio fork at /audiofork, both on
     # ``port``): Asterisk AudioSocket's TCP port (None: off); a subscriber of /calls/{id}
     # further behind than subscriber_queue messages is dropped; the webhook (None: none)
@@ -106,14 +108,23 @@ class ServerConfig:
             raise ConfigError(f"server.call_vad must be true or false, got {self.call_vad!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("server.tls_cert and server.tls_key go together")
-        self.engine_config()  # validates the engine settings
+        if not isinstance(self.engine, EngineConfig):
+            raise ConfigError(f"server.engine must be an EngineConfig, got {self.engine!r}")
         check_text_format(self.text_format, "server.text_format")
         check_text_format(self.transcription_text_format, "server.transcription_text_format")
         check_text_format(self.call_text_format, "server.call_text_format")
 
-    def engine_config(self) -> EngineConfig:
-        return EngineConfig(max_batch=self.max_batch, max_wait_ms=self.max_wait_ms,
-                            workers=self.workers, max_pending_seconds=self.max_pending_seconds)
+    def updated(self, settings: Mapping[str, object]) -> "ServerConfig":
+        """This config with ``[server]`` settings applied (``SETTINGS``: the engine's keys
+        go to ``engine``). ConfigError for an unknown key or an invalid value."""
+        message = unknown_names(settings, SETTINGS, "key")
+        if message:
+            raise ConfigError(f"server: {message}")
+        engine = {k: v for k, v in settings.items() if k in ENGINE_KEYS}
+        changes = {k: v for k, v in settings.items() if k not in ENGINE_KEYS}
+        if engine:
+            changes["engine"] = replace(self.engine, **engine)
+        return replace(self, **changes)
 
     def endpoint_limits(self) -> EndpointLimits:
         return EndpointLimits(max_silence=self.max_endpoint_silence,
@@ -122,6 +133,12 @@ class ServerConfig:
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+
+#: the keys of the ``[server]`` table: the server's own fields, then the engine's
+ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(EngineConfig))
+SETTINGS = tuple(f.name for f in dataclasses.fields(ServerConfig) if f.name != "engine") \
+    + ENGINE_KEYS
 
 
 def _parse(name: str, text: str, kind) -> object:
@@ -141,7 +158,7 @@ def _parse(name: str, text: str, kind) -> object:
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
-    """``STREAMDEC_<FIELD>`` variables as ServerConfig field values."""
-    hints = typing.get_type_hints(ServerConfig)
-    return {f.name: _parse(f.name, environ[ENV_PREFIX + f.name.upper()], hints[f.name])
-            for f in dataclasses.fields(ServerConfig) if ENV_PREFIX + f.name.upper() in environ}
+    """``STREAMDEC_<KEY>`` variables as ``[server]`` settings (``SETTINGS``)."""
+    hints = {**typing.get_type_hints(ServerConfig), **typing.get_type_hints(EngineConfig)}
+    return {name: _parse(name, environ[ENV_PREFIX + name.upper()], hints[name])
+            for name in SETTINGS if ENV_PREFIX + name.upper() in environ}

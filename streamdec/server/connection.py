@@ -1,8 +1,10 @@
 """One WebSocket client of either protocol: its inbox, its audio, its errors and its end.
 
-A ``Connection`` owns one engine stream per audio channel. The protocol sessions
-(``sherpa``, ``vosk``) read messages with ``receive`` and hand binary ones to ``feed``;
-the connection does what both protocols share:
+A ``Connection`` owns one engine stream per audio channel and is the only I/O of a client:
+``serve(session)`` runs a protocol session (``sherpa.SherpaSession``,
+``vosk.VoskSession``: state machines without I/O, see ``session``), handing it the
+client's messages and the streams' results and carrying out the commands it answers with.
+The connection does what every protocol shares:
 
 - **inbox**: one task reads the socket into a one-message inbox, so ``receive`` can also
   be woken by the server draining or the idle timer; the socket is read no faster than the
@@ -39,9 +41,12 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import AudioInputError, StreamdecError
+from ..errors import (CLOSE_CODES, AudioInputError, ClientError, DecodeError, Disconnected,
+                      StreamdecError)
 from ..pcm import decode_pcm, deinterleave
+from .display import formatted
 from .options import StreamOptions
+from .session import DRAIN, Close, Feed, Finish, ForceFinal, Reopen, Reply, Retune, Send
 
 #: a pause of a connection's reads this long (back-pressure) gets a log line of its own
 PAUSE_LOG_SECONDS = 0.5
@@ -49,46 +54,15 @@ PAUSE_LOG_SECONDS = 0.5
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
 
-    from .context import ServerContext
+    from ..engine import Engine
+    from .config import ServerConfig
+    from .metrics import Metrics
 
 __all__ = ["Connection", "ClientError", "Disconnected", "DRAIN", "CLOSE_CODES", "error_json"]
 
 log = logging.getLogger("streamdec.server")
 
-CLOSE_CODES = {
-    "bad_audio": 1007, "bad_json": 1007, "bad_message": 1003, "bad_config": 1008,
-    "unsupported": 1003, "too_big": 1009, "too_long": 1008, "idle_timeout": 1008,
-    "decode_failed": 1011, "replica_lost": 1012,
-}
-# kinds whose client first gets the results of the audio it sent
-_AFTER_RESULTS = ("too_long", "idle_timeout")
-
-DRAIN = object()  # what ``receive`` returns once when the server starts draining
-
 _ids = itertools.count(1)
-
-
-class ClientError(StreamdecError):
-    """What a client did wrong (or what failed for it): a kind with its close code."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        if kind not in CLOSE_CODES:
-            raise ValueError(f"unknown client error kind {kind!r}")
-        self.kind = kind
-
-    @property
-    def code(self) -> int:
-        return CLOSE_CODES[self.kind]
-
-    @property
-    def after_results(self) -> bool:
-        """The client gets the results of the audio it sent before the error."""
-        return self.kind in _AFTER_RESULTS
-
-
-class Disconnected(Exception):
-    """The client went away (or the socket broke)."""
 
 
 def error_json(error: ClientError) -> str:
@@ -96,11 +70,18 @@ def error_json(error: ClientError) -> str:
 
 
 class Connection:
-    """One client: ``lives`` (one engine stream per channel), inbox, limits and log line."""
+    """One client: ``lives`` (one engine stream per channel), inbox, limits and log line.
+    It needs the engine (its streams), the limits (``max_message_bytes``,
+    ``max_stream_seconds``, ``idle_timeout_seconds`` and the default ``text_format`` of
+    the server's config, and the engine's ``max_pending_seconds`` its pause log line
+    names) and the metrics (audio seconds, errors, read pauses), nothing else of the
+    server."""
 
-    def __init__(self, context: "ServerContext", websocket: "WebSocket", protocol: str,
-                 options: StreamOptions) -> None:
-        self.context = context
+    def __init__(self, engine: "Engine", limits: "ServerConfig", metrics: "Metrics",
+                 websocket: "WebSocket", protocol: str, options: StreamOptions) -> None:
+        self.engine = engine
+        self.limits = limits
+        self.metrics = metrics
         self.websocket = websocket
         self.protocol = protocol
         self.options = options
@@ -129,7 +110,7 @@ class Connection:
         TokenizeError for unusable search options or hotwords."""
         for live in self.lives:
             live.close()
-        engine = self.context.engine
+        engine = self.engine
         self.lives = []
         for _ in range(options.channels):
             self.lives.append(engine.open(search=options.search, hotwords=options.hotwords,
@@ -137,7 +118,7 @@ class Connection:
                                           endpoint=options.endpoint))
         self.options = options
         if self._pump is not None and self._idle_timer is None:  # input goes on (a reset)
-            self._arm_idle_timer(self.context.config.idle_timeout_seconds)
+            self._arm_idle_timer(self.limits.idle_timeout_seconds)
 
     async def force_final(self) -> None:
         """End the open utterance of every channel now; their finals follow at once
@@ -152,6 +133,12 @@ class Connection:
         self._stop_idle_timer()
 
     @property
+    def text_format(self) -> str:
+        """The level of its finals (``display``): its ``text_format`` option, else the
+        server's ``text_format``."""
+        return self.options.text_format or self.limits.text_format
+
+    @property
     def finished(self) -> bool:
         return all(live.stream.input_done for live in self.lives)
 
@@ -159,7 +146,7 @@ class Connection:
         """One binary message: decoded, split into channels and fed (waits while the engine
         is behind). Raises ClientError for bad audio, an oversized message, too long a
         stream."""
-        limits = self.context.config
+        limits = self.limits
         if len(data) > limits.max_message_bytes:
             raise ClientError("too_big", f"message of {len(data)} bytes is over the limit of "
                                          f"{limits.max_message_bytes} bytes")
@@ -175,7 +162,7 @@ class Connection:
             raise ClientError("too_long", f"stream is over the limit of "
                                           f"{limits.max_stream_seconds:g} s of audio")
         self.audio_seconds += seconds
-        self.context.metrics.audio.inc(seconds * opts.channels)
+        self.metrics.audio.inc(seconds * opts.channels)
         for live, channel in zip(self.lives, deinterleave(samples, opts.channels)):
             try:
                 waited = await live.feed(opts.sample_rate, channel)
@@ -188,18 +175,18 @@ class Connection:
         """Its reads paused ``seconds`` (back-pressure): counted, and logged when long."""
         self.pauses += 1
         self.paused_seconds += seconds
-        self.context.metrics.pauses.inc()
-        self.context.metrics.paused.inc(seconds)
+        self.metrics.pauses.inc()
+        self.metrics.paused.inc(seconds)
         if seconds >= PAUSE_LOG_SECONDS:
             log.info(json.dumps({"event": "reads_paused", "id": self.id,
                                  "seconds": round(seconds, 3),
-                                 "max_pending_seconds": self.context.config.max_pending_seconds}))
+                                 "max_pending_seconds": self.limits.engine.max_pending_seconds}))
 
     # -- messages in -----------------------------------------------------------------------
     def start(self) -> None:
         """Start reading the socket (after the handshake was accepted)."""
         self._pump = asyncio.get_running_loop().create_task(self._read_socket())
-        self._arm_idle_timer(self.context.config.idle_timeout_seconds)
+        self._arm_idle_timer(self.limits.idle_timeout_seconds)
 
     async def _read_socket(self) -> None:
         while True:
@@ -227,7 +214,7 @@ class Connection:
             return DRAIN
         if interrupt == "idle":
             raise ClientError("idle_timeout", f"no message for "
-                                              f"{self.context.config.idle_timeout_seconds:g} s")
+                                              f"{self.limits.idle_timeout_seconds:g} s")
         message = self._inbox.popleft()
         self._taken.set()
         self._last_message = time.monotonic()
@@ -248,7 +235,7 @@ class Connection:
         self._idle_timer = loop.call_later(delay, self._check_idle)
 
     def _check_idle(self) -> None:
-        timeout = self.context.config.idle_timeout_seconds
+        timeout = self.limits.idle_timeout_seconds
         quiet = time.monotonic() - self._last_message
         if quiet >= timeout and not self._inbox:
             self._interrupt = self._interrupt or "idle"
@@ -279,13 +266,126 @@ class Connection:
     async def fail(self, error: ClientError) -> None:
         """Tell the client what went wrong and close with the kind's code."""
         if error.kind != "decode_failed":  # counted once by the engine's observer
-            self.context.metrics.errors.labels(error.kind).inc()
+            self.metrics.errors.labels(error.kind).inc()
         self.close_reason = f"{error.kind}: {error}"
         try:
             await self.send(error_json(error))
         except Disconnected:
             pass
         await self.close(error.code, str(error))
+
+    # -- sessions --------------------------------------------------------------------------
+    async def serve(self, session) -> None:
+        """Serve one client with ``session`` until it closes, fails or leaves (Disconnected
+        propagates: the caller releases the connection)."""
+        if session.push_results:
+            await self._serve_pushed(session)
+        else:
+            await self._serve_replies(session)
+
+    async def _run(self, session, commands) -> bool:
+        """Carry out a session's commands in order; True once the session closed."""
+        for command in commands:
+            if isinstance(command, Feed):
+                await self.feed(command.data)
+            elif isinstance(command, Finish):
+                self.finish()
+            elif isinstance(command, ForceFinal):
+                if any(live.stream.state.vad is not None for live in self.lives):
+                    raise ClientError("bad_message", f"{command.request} is not available with "
+                                      "vad=true: the voice activity detector's silence ends "
+                                      "utterances")
+                await self.force_final()
+            elif isinstance(command, Send):
+                await self.send(command.text)
+            elif isinstance(command, Reply):
+                for channel, live in enumerate(self.lives):
+                    await live.wait_decoded()
+                for channel, live in enumerate(self.lives):
+                    try:
+                        results = await live.next_results() if live.done else live.pop_results()
+                    except DecodeError as e:
+                        raise ClientError("decode_failed", str(e)) from None
+                    results = [await formatted(r, self.text_format) for r in results]
+                    await self._run(session, session.reply(channel, results,
+                                                           self.audio_seconds))
+            elif isinstance(command, Reopen):
+                options = command.options
+                try:  # heavy builds (a grammar) in an executor, then the streams open
+                    await self.engine.prepare(options.search, options.hotwords, options.phrases)
+                    self.open_streams(options)
+                except StreamdecError as e:  # TokenizeError / ConfigError
+                    raise ClientError("bad_config", f"config: {e}") from None
+            elif isinstance(command, Retune):
+                self.options = command.options
+            elif isinstance(command, Close):
+                await self.close(command.code, command.reason)
+                return True
+            else:
+                raise TypeError(f"not a session command: {command!r}")
+        return False
+
+    async def _read(self, session) -> None:
+        while not await self._run(session, session.receive(await self.receive())):
+            pass
+
+    async def _serve_replies(self, session) -> None:
+        """A request/reply session (Vosk): one message at a time, each answered in turn."""
+        try:
+            try:
+                await self._read(session)
+            except ClientError as e:
+                if e.after_results:  # the results of the audio so far, then the error
+                    await self._run(session, [Finish(), Reply()])
+                raise
+        except ClientError as e:
+            await self.fail(e)
+
+    async def _push(self, session, channel: int) -> None:
+        try:
+            async for result in self.lives[channel].results():
+                result = await formatted(result, self.text_format)
+                await self._run(session, session.result(channel, result))
+        except DecodeError as e:
+            raise ClientError("decode_failed", str(e)) from None
+
+    async def _serve_pushed(self, session) -> None:
+        """A session whose results are sent as they come (sherpa-onnx): the socket is read
+        while the results are sent; when every channel has its last result, the session
+        ends."""
+        sending = asyncio.ensure_future(asyncio.gather(
+            *[self._push(session, c) for c in range(len(self.lives))]))
+        reading = asyncio.ensure_future(self._read(session))
+        try:
+            await asyncio.wait({sending, reading}, return_when=asyncio.FIRST_COMPLETED)
+            if reading.done() and not sending.done():
+                error = reading.exception()
+                if isinstance(error, ClientError) and error.after_results:
+                    self.finish()
+                    await sending  # the results of the audio sent so far, then the error
+                    await self.fail(error)
+                    return
+                if isinstance(error, ClientError):
+                    await self.fail(error)
+                    return
+                if error is not None and not isinstance(error, Disconnected):
+                    raise error
+                return  # the client left: its streams are dropped
+            error = sending.exception()
+            if isinstance(error, ClientError):
+                await self.fail(error)
+            elif isinstance(error, Disconnected):
+                return
+            elif error is not None:
+                raise error
+            else:
+                await self._run(session, session.results_ended())
+        except Disconnected:
+            return
+        finally:
+            for task in (sending, reading):
+                task.cancel()
+            await asyncio.gather(sending, reading, return_exceptions=True)
 
     # -- end ---------------------------------------------------------------------------------
     def release(self) -> None:

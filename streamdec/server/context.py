@@ -21,7 +21,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from ..config import AudioConfig
+from ..appconfig import AudioConfig
 from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
 from ..recognizer import Recognizer
@@ -32,7 +32,7 @@ from .metrics import Metrics
 from .subscribers import CallHub
 
 if TYPE_CHECKING:
-    from .workers import ServerShare
+    from .share import ServerShare
 
 __all__ = ["ServerContext"]
 
@@ -81,7 +81,7 @@ class ServerContext:
         engine: Engine
         metrics = Metrics(chunk_seconds, lambda: engine.active_streams,
                           multiprocess=share is not None)
-        engine = Engine(recognizer, config.engine_config(), metrics)
+        engine = Engine(recognizer, config.engine, metrics)
         tokens = read_tokens(config.token_file) if config.token_file else None
         return cls(engine, config, audio or AudioConfig(), metrics,
                    Access(tokens, config.max_connections, share), replica, share)

@@ -1,26 +1,23 @@
-"""Finals for people on the server's protocols: which level a connection gets, the
-formatting off the event loop, and the fields it adds to a reply.
+"""Finals for people on the server's protocols: the formatting off the event loop, and the
+fields it adds to a reply.
 
-A formatted final gets ``display`` (its text for people) and ``display_words``
-(``{"word", "start", "end", "conf"}`` per formatted word, times in seconds as the
-protocol's own word times are); ``text`` and the protocol's own fields stay as they were.
+The connection (``Connection.text_format``: the connection's ``text_format`` option, else
+the server's) formats each final before the protocol session sees it; the sessions add the
+fields. A formatted final gets ``display``
+(its text for people) and ``display_words`` (``{"word", "start", "end", "conf"}`` per
+formatted word, times in seconds as the protocol's own word times are); ``text`` and the
+protocol's own fields stay as they were.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from ..errors import StreamdecError
+from ..errors import ClientError, StreamdecError
 from ..results import Result
 from ..textfmt import default_formatter
-from .connection import ClientError, Connection
 
-__all__ = ["connection_text_format", "formatted", "display_fields"]
-
-
-def connection_text_format(conn: Connection) -> str:
-    """The connection's ``text_format`` option, else the server's default."""
-    return conn.options.text_format or conn.context.config.text_format
+__all__ = ["formatted", "display_fields"]
 
 
 async def formatted(result: Result, level: str) -> Result:

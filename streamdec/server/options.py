@@ -30,11 +30,12 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from ..endpoint import EndpointConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, OptionError
 from ..pcm import ENCODINGS
-from ..search.config import SEARCH_METHODS, SearchConfig
-from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
+from ..search.config import SEARCH_METHODS, SearchConfig, require_beam_search, with_beam_search
 from ..textfmt.format import check_text_format
+from ..validation import unknown_names
+from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MIN_RATE",
            "MAX_RATE", "MAX_CHANNELS", "KNOWN"]
@@ -44,12 +45,6 @@ MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
          "token", "vad", "text_format") + ENDPOINT_KEYS
-#: the search grammar mode uses when the connection's search is greedy
-GRAMMAR_SEARCH = "modified_beam"
-
-
-class OptionError(ConfigError):
-    """A connection option is invalid (HTTP 400 at the handshake)."""
 
 
 @dataclass(frozen=True)
@@ -88,12 +83,11 @@ class StreamOptions:
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
                      ) -> "StreamOptions":
         """Grammar mode on (or off, with None): a greedy search (this connection's or the
-        server's ``default``) becomes ``GRAMMAR_SEARCH``, which grammars need."""
+        server's ``default``) becomes ``search.config.DEFAULT_BEAM_SEARCH``, which grammars
+        need (a Vosk client cannot name a search)."""
         if phrases is None:
             return replace(self, phrases=None)
-        search = self.search or default
-        if search.method == "greedy":
-            search = replace(search, method=GRAMMAR_SEARCH)
+        search = with_beam_search(self.search or default)
         return replace(self, phrases=tuple(phrases),
                        search=search if search is not default else self.search)
 
@@ -122,6 +116,13 @@ def validate_rate(rate: int) -> int:
     return rate
 
 
+def _require_beam_search(method: str, what: str) -> None:
+    try:
+        require_beam_search(method, what)
+    except ConfigError as e:
+        raise OptionError(str(e)) from None
+
+
 def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encoding: str,
                   search: SearchConfig, endpoint: EndpointConfig | None = None,
                   endpoint_limits: EndpointLimits | None = None) -> StreamOptions:
@@ -129,9 +130,9 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
     defaults ``sample_rate`` / ``encoding``, the server's ``search`` config and its
     ``endpoint`` rules (which the ``ruleN_...`` parameters change within
     ``endpoint_limits``)."""
-    unknown = sorted(set(query) - set(KNOWN))
-    if unknown:
-        raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
+    message = unknown_names(query, KNOWN, "option")
+    if message:
+        raise OptionError(message)
     rate = _one(query, "sample_rate")
     if rate is not None:
         sample_rate = _int("sample_rate", rate, 1, 10**7)
@@ -155,12 +156,10 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
     chosen = replace(search, **changes) if changes else search
     hotwords = tuple(p.strip() for value in query.get("hotwords") or []
                      for p in value.split(",") if p.strip())
-    if "beam" in changes and chosen.method == "greedy":
-        raise OptionError("beam needs a beam search (e.g. search=modified_beam); "
-                          "the search is greedy")
-    if hotwords and chosen.method == "greedy":
-        raise OptionError("hotwords need a beam search (e.g. search=modified_beam); "
-                          "the search is greedy")
+    if "beam" in changes:
+        _require_beam_search(chosen.method, "beam needs")
+    if hotwords:
+        _require_beam_search(chosen.method, "hotwords need")
     text_format = _one(query, "text_format")
     if text_format is not None:
         try:
@@ -173,8 +172,8 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
     if "phrases" in query:
         if not all(phrases):
             raise OptionError("phrases must be comma-separated, non-empty phrases")
-        if method == "greedy":
-            raise OptionError("phrases (grammar mode) need a beam search; search=greedy given")
+        if method is not None:  # the server's greedy default is switched (with_phrases)
+            _require_beam_search(method, "phrases (grammar mode) need")
         options = options.with_phrases(phrases, search)
     vad = _one(query, "vad")
     if vad is not None:

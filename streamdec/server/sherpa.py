@@ -17,15 +17,15 @@ also have ``display`` and ``display_words`` (``display.py``), after sherpa-onnx'
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from ..errors import DecodeError
+from ..errors import ClientError
 from ..results import Result
-from .connection import DRAIN, ClientError, Connection, Disconnected
-from .display import connection_text_format, display_fields, formatted
+from .display import display_fields
+from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
 
-__all__ = ["sherpa_message", "trailing_blanks", "run_sherpa", "DONE", "DONE_REPLY", "FINALIZE"]
+__all__ = ["sherpa_message", "trailing_blanks", "SherpaSession", "DONE", "DONE_REPLY",
+           "FINALIZE"]
 
 DONE = "Done"
 DONE_REPLY = "Done!"
@@ -44,7 +44,8 @@ def trailing_blanks(result: Result, frame_seconds: float) -> int:
 def sherpa_message(result: Result, frame_seconds: float, channel: int | None = None) -> str:
     """One result as sherpa-onnx's server writes it (its fields, in its order).
     Tokens show the word-boundary unit ``\u2581`` as a space, as sherpa-onnx does;
-    ``lm_probs`` / ``context_scores`` / ``words`` are empty (no LM, no lexicon)."""
+    ``lm_probs`` / ``context_scores`` / ``words`` are left empty: per-token LM and hotword
+    scores and word ids are not reported (the words are in ``text``)."""
     message = {
         "text": result.text.lstrip(),
         "tokens": [t.replace("\u2581", " ") for t in result.tokens],
@@ -66,88 +67,47 @@ def sherpa_message(result: Result, frame_seconds: float, channel: int | None = N
     return json.dumps(message, ensure_ascii=False)
 
 
-async def _send_results(conn: Connection, channel: int, frame_seconds: float) -> None:
-    tag = channel if len(conn.lives) > 1 else None
-    level = connection_text_format(conn)
-    try:
-        async for result in conn.lives[channel].results():
-            result = await formatted(result, level)
-            await conn.send(sherpa_message(result, frame_seconds, tag))
-    except DecodeError as e:
-        raise ClientError("decode_failed", str(e)) from None
-
-
-async def _read(conn: Connection) -> None:
-    """Audio until ``Done``; audio after it is an error. After the drain (the server
+class SherpaSession:
+    """One sherpa-onnx client, without I/O (``session`` says how it is driven): audio
+    until ``Done`` (audio after it is an error), ``Finalize`` to end the utterance now
+    (force-final); every result is sent as it comes; when
+    every channel has its last result, ``Done!`` and the close. After the drain (the server
     shutting down) the client's audio is ignored: its results are on their way."""
-    draining = False
-    while True:
-        message = await conn.receive()
+
+    push_results = True
+
+    def __init__(self, channels: int, frame_seconds: float) -> None:
+        self.channels = channels
+        self.frame_seconds = frame_seconds
+        self.finished = False  # the input is over (Done, or the drain)
+        self.draining = False
+
+    def receive(self, message) -> list[Command]:
+        """A client message: bytes, text or ``DRAIN``."""
         if message is DRAIN:
-            draining = True
-            conn.finish()
-        elif isinstance(message, bytes):
-            if draining:
-                continue
-            if conn.finished:
+            self.draining = self.finished = True
+            return [Finish()]
+        if isinstance(message, bytes):
+            if self.draining:
+                return []
+            if self.finished:
                 raise ClientError("bad_message", "audio after Done")
-            await conn.feed(message)
-        elif message == DONE:
-            conn.finish()
-        elif message == FINALIZE:
-            await _finalize(conn, draining)
-        else:
-            raise ClientError("bad_message", f"expected audio (binary) or the text {DONE!r} "
-                                             f"or {FINALIZE!r}, got text {message[:40]!r}")
+            return [Feed(message)]
+        if message == DONE:
+            self.finished = True
+            return [Finish()]
+        if message == FINALIZE:  # ignored while draining: the last finals are on their way
+            if self.draining:
+                return []
+            if self.finished:
+                raise ClientError("bad_message", f"{FINALIZE} after {DONE}")
+            return [ForceFinal(FINALIZE)]
+        raise ClientError("bad_message", f"expected audio (binary) or the text {DONE!r} "
+                                         f"or {FINALIZE!r}, got text {message[:40]!r}")
 
+    def result(self, channel: int, result: Result) -> list[Command]:
+        tag = channel if self.channels > 1 else None
+        return [Send(sherpa_message(result, self.frame_seconds, tag))]
 
-async def _finalize(conn: Connection, draining: bool) -> None:
-    """``Finalize``: the open utterance of every channel ends now (ignored while draining:
-    the last finals are on their way)."""
-    if draining:
-        return
-    if conn.finished:
-        raise ClientError("bad_message", f"{FINALIZE} after {DONE}")
-    if any(live.stream.state.vad is not None for live in conn.lives):
-        raise ClientError("bad_message", f"{FINALIZE} is not available with vad=true: the "
-                                         "voice activity detector's silence ends utterances")
-    await conn.force_final()
-
-
-async def run_sherpa(conn: Connection) -> None:
-    """Serve one sherpa-onnx client until its ``Done!`` (or an error, or it leaves)."""
-    frame_seconds = conn.context.engine.recognizer.meta.encoder_frame_seconds
-    sending = asyncio.ensure_future(asyncio.gather(
-        *[_send_results(conn, c, frame_seconds) for c in range(len(conn.lives))]))
-    reading = asyncio.ensure_future(_read(conn))
-    try:
-        await asyncio.wait({sending, reading}, return_when=asyncio.FIRST_COMPLETED)
-        if reading.done() and not sending.done():
-            error = reading.exception()
-            if isinstance(error, ClientError) and error.after_results:
-                conn.finish()
-                await sending  # the results of the audio sent so far, then the error
-                await conn.fail(error)
-                return
-            if isinstance(error, ClientError):
-                await conn.fail(error)
-                return
-            if error is not None and not isinstance(error, Disconnected):
-                raise error
-            return  # the client left: its streams are dropped
-        error = sending.exception()
-        if isinstance(error, ClientError):
-            await conn.fail(error)
-        elif isinstance(error, Disconnected):
-            return
-        elif error is not None:
-            raise error
-        else:
-            await conn.send(DONE_REPLY)
-            await conn.close(1000, "done")
-    except Disconnected:
-        return
-    finally:
-        for task in (sending, reading):
-            task.cancel()
-        await asyncio.gather(sending, reading, return_exceptions=True)
+    def results_ended(self) -> list[Command]:
+        return [Send(DONE_REPLY), Close(1000, "done")]

@@ -22,10 +22,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, DecodeError, StreamdecError
+from ..engine import run_stream
+from ..errors import ConfigError, DecodeError, StreamdecError, UploadError
 from ..formats import shown_text, shown_words, subtitles, transcript
-from ..textfmt import check_text_format, default_formatter
 from ..results import Result
+from ..textfmt import check_text_format, default_formatter
+from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, endpoint_config
 
 __all__ = ["RESPONSE_FORMATS", "render", "read_upload", "UploadError"]
@@ -36,10 +38,6 @@ _MEDIA = {"json": "application/json", "verbose_json": "application/json",
           "vtt": "text/vtt; charset=utf-8"}
 _FIELDS = ("file", "response_format", "model", "language", "prompt", "temperature",
            "timestamp_granularities[]", "timestamp_granularities", "text_format") + ENDPOINT_KEYS
-
-
-class UploadError(ValueError):
-    """The request cannot be transcribed (HTTP 400 with this message)."""
 
 
 def read_upload(data: bytes) -> tuple[int, np.ndarray]:
@@ -88,9 +86,9 @@ def render(finals: Sequence[Result], fmt: str, duration: float,
 
 
 def check_fields(names) -> None:
-    unknown = sorted(set(names) - set(_FIELDS))
-    if unknown:
-        raise UploadError(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}")
+    message = unknown_names(names, _FIELDS, "field")
+    if message:
+        raise UploadError(message)
 
 
 async def transcribe_upload(context, request):
@@ -169,11 +167,6 @@ def _endpoint(form, context):
 async def _transcribe(engine, rate: int, samples: np.ndarray, endpoint=None) -> list[Result]:
     """Final results of a whole file decoded by the engine (1 s pieces, back-pressured),
     with ``endpoint`` rules (None: the server's)."""
-    live = engine.open(endpoint=endpoint)
-    try:
-        for i in range(0, len(samples), rate):
-            await live.feed(rate, samples[i:i + rate])
-        live.finish()
-        return [r async for r in live.results() if r.is_final]
-    finally:
-        live.close()
+    pieces = ((rate, samples[i:i + rate]) for i in range(0, len(samples), rate))
+    return [r for r in await run_stream(engine.open(endpoint=endpoint), pieces)
+            if r.is_final]

@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ClientError
 from ..pcm import decode_pcm
 from .call_events import (DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent, CallNote,
                           CallStarted)
 from .call_settings import settings_layer
-from .connection import ClientError
 
 __all__ = ["TwilioProtocol", "TWILIO_RATE", "TRACKS", "MAX_GAP_SECONDS"]
 

@@ -31,16 +31,17 @@ import json
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..errors import DecodeError, StreamdecError
-from ..results import Result
-from .connection import DRAIN, ClientError, Connection
 from ..endpoint import EndpointConfig
-from ..errors import ConfigError
+from ..errors import ClientError, ConfigError
+from ..results import Result
+from ..search.config import SearchConfig
+from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
-from .display import connection_text_format, display_fields, formatted
-from .options import MAX_RATE, MIN_RATE, OptionError, validate_rate
+from .display import display_fields
+from .options import MAX_RATE, MIN_RATE, StreamOptions
+from .session import DRAIN, Close, Command, Feed, Finish, Reopen, Reply, Retune, Send
 
-__all__ = ["VoskSettings", "parse_vosk_config", "vosk_partial", "vosk_final", "run_vosk",
+__all__ = ["VoskSettings", "parse_vosk_config", "vosk_partial", "vosk_final", "VoskSession",
            "MAX_ALTERNATIVES"]
 
 MAX_ALTERNATIVES = 20
@@ -76,17 +77,13 @@ def parse_vosk_config(config, current: VoskSettings, endpoint: EndpointConfig | 
     ``[unk]``."""
     if not isinstance(config, dict):
         raise ClientError("bad_config", f"config must be an object, got {config!r}")
-    unknown = sorted(set(config) - set(_CONFIG_KEYS))
-    if unknown:
-        raise ClientError("bad_config", f"unknown config key(s) {', '.join(unknown)}; known: "
-                                        f"{', '.join(_CONFIG_KEYS)}")
+    message = unknown_names(config, _CONFIG_KEYS, "config key")
+    if message:
+        raise ClientError("bad_config", message)
     changes = {}
     if "sample_rate" in config:
-        rate = _integer("sample_rate", config["sample_rate"], MIN_RATE, MAX_RATE)
-        try:
-            changes["sample_rate"] = validate_rate(rate)
-        except OptionError as e:
-            raise ClientError("bad_config", str(e)) from None
+        changes["sample_rate"] = _integer("sample_rate", config["sample_rate"], MIN_RATE,
+                                          MAX_RATE)
     if "words" in config:
         if not isinstance(config["words"], (bool, int)) or config["words"] not in (0, 1):
             raise ClientError("bad_config", f"config words must be 0/1 or a boolean, got "
@@ -171,105 +168,87 @@ class _Channel:
                 self.partial, self.stable = r.text, r.stable_chars
 
 
-async def run_vosk(conn: Connection) -> None:
-    """Serve one Vosk client until ``{"eof" : 1}`` (or an error, or it leaves)."""
-    settings = VoskSettings(sample_rate=conn.options.sample_rate)
-    channels = [_Channel() for _ in conn.lives]
-    tagged = len(conn.lives) > 1
-    audio_started = False
-    offset = 0.0  # seconds of audio before the last reset
-    level = connection_text_format(conn)
+class VoskSession:
+    """One Vosk client, without I/O (``session`` says how it is driven): every audio
+    message gets one reply per channel once its audio is decoded; a config message (before
+    the audio) changes the settings and, for alternatives or a phrase list, the streams;
+    ``{"eof" : 1}`` and the drain end the utterance, reply and close; ``{"reset" : 1}``
+    ends the utterance, replies and goes on with new streams (word times go on from the
+    audio so far). ``options``: the connection's; ``default_search``: the server's."""
 
-    async def reply() -> None:
-        """One reply per channel for what its audio so far gave (waits for the decode)."""
-        for live in conn.lives:
-            await live.wait_decoded()
-        for c, (live, state) in enumerate(zip(conn.lives, channels)):
-            try:
-                state.take(await live.next_results() if live.done else live.pop_results())
-            except DecodeError as e:
-                raise ClientError("decode_failed", str(e)) from None
-            tag = c if tagged else None
-            if state.finals:
-                finals = [await formatted(r, level) for r in state.finals]
-                message = vosk_final(finals, settings, offset, tag)
-                state.finals = []
-            else:
-                message = vosk_partial(state.partial, tag, state.stable)
-            await conn.send(json.dumps(message, ensure_ascii=False))
+    push_results = False
 
-    async def end_utterance() -> None:
-        """Finish the streams and reply with their finals."""
-        conn.finish()
-        await reply()
+    def __init__(self, options: StreamOptions, default_search: SearchConfig,
+                 default_endpoint: EndpointConfig | None = None,
+                 endpoint_limits: EndpointLimits | None = None) -> None:
+        self.options = options
+        self.default_search = default_search
+        self.default_endpoint = default_endpoint  # the server's rules
+        self.endpoint_limits = endpoint_limits
+        self.settings = VoskSettings(sample_rate=options.sample_rate)
+        self.channels = [_Channel() for _ in range(options.channels)]
+        self.audio_started = False
+        self.offset = 0.0  # seconds of audio before the last reset
+        self._resetting = False
 
-    try:
-        while True:
-            try:
-                message = await conn.receive()
-            except ClientError as e:
-                if e.after_results:
-                    await end_utterance()
-                raise
-            if message is DRAIN:
-                await end_utterance()
-                await conn.close(1000, "server shutting down")
-                return
-            if isinstance(message, bytes):
-                audio_started = True
-                try:
-                    await conn.feed(message)
-                except ClientError as e:
-                    if e.after_results:
-                        await end_utterance()
-                    raise
-                await reply()
-                continue
-            try:
-                command = json.loads(message)
-            except ValueError:
-                raise ClientError("bad_json", f"text message is not JSON: {message[:40]!r}")
-            if not isinstance(command, dict):
-                raise ClientError("bad_message", f"expected an object, got {message[:40]!r}")
-            if "config" in command:
-                if audio_started:
-                    raise ClientError("bad_config", "config must come before the audio")
-                recognizer = conn.context.engine.recognizer
-                new = parse_vosk_config(command["config"], settings, recognizer.config.endpoint,
-                                        conn.context.config.endpoint_limits())
-                if new.endpoint != settings.endpoint:
-                    conn.options = replace(conn.options, endpoint=new.endpoint)
-                if (new.max_alternatives, new.phrases, new.endpoint) != (
-                        settings.max_alternatives, settings.phrases, settings.endpoint):
-                    await _reopen(conn, new)
-                settings = new
-                conn.options = replace(conn.options, sample_rate=settings.sample_rate)
-            elif command.get("eof") == 1:
-                await end_utterance()
-                await conn.close(1000, "eof")
-                return
-            elif command.get("reset") == 1:
-                await end_utterance()
-                offset = conn.audio_seconds
-                conn.open_streams(conn.options)
-                channels = [_Channel() for _ in conn.lives]
-            else:
-                raise ClientError("bad_message", f"unknown command {message[:60]!r}: expected "
-                                                 'config, {"eof" : 1} or {"reset" : 1}')
-    except ClientError as e:
-        await conn.fail(e)
+    def receive(self, message) -> list[Command]:
+        """A client message: bytes, text or ``DRAIN``."""
+        if message is DRAIN:
+            return [Finish(), Reply(), Close(1000, "server shutting down")]
+        if isinstance(message, bytes):
+            self.audio_started = True
+            return [Feed(message), Reply()]
+        try:
+            command = json.loads(message)
+        except ValueError:
+            raise ClientError("bad_json", f"text message is not JSON: {message[:40]!r}")
+        if not isinstance(command, dict):
+            raise ClientError("bad_message", f"expected an object, got {message[:40]!r}")
+        if "config" in command:
+            if self.audio_started:
+                raise ClientError("bad_config", "config must come before the audio")
+            new = parse_vosk_config(command["config"], self.settings, self.default_endpoint,
+                                    self.endpoint_limits)
+            if new.endpoint != self.settings.endpoint:
+                self.options = replace(self.options, endpoint=new.endpoint)
+            out: list[Command] = []
+            if (new.max_alternatives, new.phrases, new.endpoint) != (
+                    self.settings.max_alternatives, self.settings.phrases,
+                    self.settings.endpoint):
+                self.options = self._stream_options(new)
+                out.append(Reopen(self.options))
+            self.settings = new
+            self.options = replace(self.options, sample_rate=new.sample_rate)
+            return out + [Retune(self.options)]
+        if command.get("eof") == 1:
+            return [Finish(), Reply(), Close(1000, "eof")]
+        if command.get("reset") == 1:
+            self._resetting = True
+            return [Finish(), Reply(), Reopen(self.options)]
+        raise ClientError("bad_message", f"unknown command {message[:60]!r}: expected "
+                                         'config, {"eof" : 1} or {"reset" : 1}')
 
+    def reply(self, channel: int, results: Sequence[Result],
+              audio_seconds: float) -> list[Command]:
+        """The reply of one channel for what its audio so far gave (``audio_seconds``: of
+        the whole connection, per channel)."""
+        state = self.channels[channel]
+        state.take(results)
+        tag = channel if len(self.channels) > 1 else None
+        if state.finals:
+            message = vosk_final(state.finals, self.settings, self.offset, tag)
+            state.finals = []
+        else:
+            message = vosk_partial(state.partial, tag, state.stable)
+        if self._resetting and channel == len(self.channels) - 1:  # the streams restart
+            self._resetting = False
+            self.offset = audio_seconds
+            self.channels = [_Channel() for _ in self.channels]
+        return [Send(json.dumps(message, ensure_ascii=False))]
 
-async def _reopen(conn: Connection, settings: VoskSettings) -> None:
-    """Streams whose finals carry up to ``max_alternatives`` alternatives and that follow
-    the phrase list (grammar mode) when there is one. ClientError ``bad_config`` when the
-    phrases cannot be spelled with the model's units."""
-    default = conn.context.engine.recognizer.config.search
-    options = conn.options.with_phrases(settings.phrases, default)
-    search = options.search or default
-    options = replace(options, search=replace(search, nbest=max(1, settings.max_alternatives)))
-    try:  # the grammar is built in an executor (not on the loop), then the streams open
-        await conn.context.engine.prepare(options.search, options.hotwords, options.phrases)
-        conn.open_streams(options)
-    except StreamdecError as e:  # TokenizeError / ConfigError
-        raise ClientError("bad_config", f"config: {e}") from None
+    def _stream_options(self, settings: VoskSettings) -> StreamOptions:
+        """Options whose streams' finals carry up to ``max_alternatives`` alternatives and
+        that follow the phrase list (grammar mode) when there is one."""
+        options = self.options.with_phrases(settings.phrases, self.default_search)
+        search = options.search or self.default_search
+        return replace(options, search=replace(search, nbest=max(1, settings.max_alternatives)))

@@ -1,9 +1,11 @@
-"""Config files (TOML) -> frozen config dataclasses, validated once.
+"""Config files (TOML) -> frozen config dataclasses, validated once: the application's
+config (``AppConfig``), above the core. Only the command line, the server and the Ray Serve
+app import it; the core receives the frozen ``RecognizerConfig`` it holds.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[vad]`` (voice activity
 detection, ``streamdec.vad``), ``[audio]``, ``[server]`` (the
-daemon, ``streamdec.server.config``) and ``[ray]`` (the daemon on Ray Serve,
+daemon, ``streamdec.server.config``, with the engine's keys) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
 Relative paths in a file (``model.model_dir``, ``model.encoder`` etc., ``search.hotwords_file``, the server's
@@ -15,11 +17,8 @@ else they name files of the model directory. The built-in configs (``default``,
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .endpoint import EndpointConfig, EndpointRule
 from .errors import ConfigError
@@ -28,13 +27,10 @@ from .models.config import ModelConfig
 from .rayserve.config import RayConfig
 from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
+from .server.config import SETTINGS as SERVER_KEYS
 from .server.config import ServerConfig
 from .vad import VadConfig
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, packaged (a declared dependency there)
-    import tomli as tomllib
+from .validation import build_table, read_toml, require_positive, require_sample_rate
 
 __all__ = ["AudioConfig", "AppConfig", "load_config", "CONFIG_DIR"]
 
@@ -59,8 +55,8 @@ class AudioConfig:
     chunk_ms: int = 100  # microphone / realtime pacing block
 
     def __post_init__(self) -> None:
-        if self.sample_rate <= 0 or self.chunk_ms <= 0:
-            raise ConfigError(f"audio: sample_rate and chunk_ms must be positive: {self}")
+        require_sample_rate(self.sample_rate, "audio.sample_rate")
+        require_positive(self, "audio", ("chunk_ms",))
 
 
 @dataclass(frozen=True)
@@ -69,20 +65,6 @@ class AppConfig:
     audio: AudioConfig = field(default_factory=AudioConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     ray: RayConfig = field(default_factory=RayConfig)
-
-
-def _build(cls, table: Any, where: str):
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: expected a table, got {table!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(table) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: "
-                          f"{', '.join(sorted(names))}")
-    try:
-        return cls(**table)
-    except TypeError as e:
-        raise ConfigError(f"{where}: {e}") from None
 
 
 def parse_config(data: dict, where: str = "config", base_dir: Path | None = None) -> AppConfig:
@@ -97,17 +79,18 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
     endpoint = dict(data.get("endpoint", {}))
     for rule in ("rule1", "rule2", "rule3"):
         if rule in endpoint:
-            endpoint[rule] = _build(EndpointRule, endpoint[rule], f"{where} [endpoint.{rule}]")
+            endpoint[rule] = build_table(EndpointRule, endpoint[rule], f"{where} [endpoint.{rule}]")
     rec = RecognizerConfig(
-        model=_build(ModelConfig, data.get("model", {}), f"{where} [model]"),
-        features=_build(FeatureConfig, data.get("features", {}), f"{where} [features]"),
-        search=_build(SearchConfig, data.get("search", {}), f"{where} [search]"),
-        endpoint=_build(EndpointConfig, endpoint, f"{where} [endpoint]"),
-        vad=_build(VadConfig, data.get("vad", {}), f"{where} [vad]"))
-    return AppConfig(recognizer=rec, audio=_build(AudioConfig, data.get("audio", {}),
+        model=build_table(ModelConfig, data.get("model", {}), f"{where} [model]"),
+        features=build_table(FeatureConfig, data.get("features", {}), f"{where} [features]"),
+        search=build_table(SearchConfig, data.get("search", {}), f"{where} [search]"),
+        endpoint=build_table(EndpointConfig, endpoint, f"{where} [endpoint]"),
+        vad=build_table(VadConfig, data.get("vad", {}), f"{where} [vad]"))
+    return AppConfig(recognizer=rec, audio=build_table(AudioConfig, data.get("audio", {}),
                                                   f"{where} [audio]"),
-                     server=_build(ServerConfig, data.get("server", {}), f"{where} [server]"),
-                     ray=_build(RayConfig, data.get("ray", {}), f"{where} [ray]"))
+                     server=build_table(ServerConfig, data.get("server", {}), f"{where} [server]",
+                                   SERVER_KEYS, lambda **table: ServerConfig().updated(table)),
+                     ray=build_table(RayConfig, data.get("ray", {}), f"{where} [ray]"))
 
 
 def _resolve_paths(data: dict, base_dir: Path) -> dict:
@@ -143,12 +126,5 @@ def load_config(path: str | Path | None) -> AppConfig:
                               f"{', '.join(builtin_configs())})")
     if p.is_dir():
         raise ConfigError(f"{p}: is a directory, not a config file")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read config file ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: not valid TOML ({e})") from None
+    data = read_toml(p, "config")
     return parse_config(data, str(p), base_dir=p.resolve().parent)

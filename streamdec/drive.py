@@ -1,0 +1,116 @@
+"""The one way to drive the core synchronously: accept audio -> decode while ready -> pop
+events, for one stream or for a continuous batch of many.
+
+    stream = recognizer.create_stream()
+    events = decode_audio(recognizer, stream, 16000, pieces)   # every piece, then the end
+    # or step by step, as audio arrives:
+    events = accept(recognizer, stream, 16000, samples)        # events so far
+    events += finish(recognizer, stream)                        # the last ones
+
+    for job in decode_continuously(jobs, k, recognizer.decode):  # k streams at a time
+        ...                                                      # each job as it finishes
+
+Live streams under asyncio go through the engine instead (``engine.run_stream``), which
+drives the same three steps from the event loop with worker threads.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
+
+import numpy as np
+
+from .recognizer import Recognizer
+from .results import Result
+from .stream import Stream
+
+__all__ = ["decode_ready", "accept", "finish", "decode_audio", "Job", "decode_continuously"]
+
+
+def decode_ready(recognizer: Recognizer, streams: Sequence[Stream]) -> None:
+    """Decode until none of ``streams`` holds a whole chunk: each round decodes one chunk of
+    every ready stream in one batch."""
+    while any(recognizer.is_ready(s) for s in streams):
+        recognizer.decode(streams)
+
+
+def accept(recognizer: Recognizer, stream: Stream, sample_rate: int,
+           samples: np.ndarray) -> list[Result]:
+    """One step of the loop: accept ``samples``, decode every whole chunk, and return the
+    events made since the last call (AudioInputError / StreamStateError from
+    ``Stream.accept_waveform``: the stream is unchanged)."""
+    stream.accept_waveform(sample_rate, samples)
+    decode_ready(recognizer, [stream])
+    return stream.pop_events()
+
+
+def finish(recognizer: Recognizer, stream: Stream) -> list[Result]:
+    """End of input: decode to the end and return the last events (the last is_eof)."""
+    stream.input_finished()
+    decode_ready(recognizer, [stream])
+    return stream.pop_events()
+
+
+def decode_audio(recognizer: Recognizer, stream: Stream, sample_rate: int,
+                 pieces: Iterable[np.ndarray]) -> list[Result]:
+    """``accept`` each piece in turn, then ``finish``: every event of the stream."""
+    events: list[Result] = []
+    for samples in pieces:
+        events += accept(recognizer, stream, sample_rate, samples)
+    return events + finish(recognizer, stream)
+
+
+class Job(Protocol):
+    """One input of the continuous-batching loop."""
+
+    @property
+    def stream(self) -> Stream | None:
+        """Its stream (None for an input that failed before it had one)."""
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more to decode: its stream is done, or the input failed."""
+
+    def feed(self) -> None:
+        """Before each round: hand the stream audio (a job that accepted all its audio up
+        front does nothing)."""
+
+    def collect(self) -> None:
+        """After each round: take the stream's events."""
+
+
+J = TypeVar("J", bound=Job)
+
+
+def decode_continuously(jobs: Iterable[J], k: int,
+                        decode: Callable[[list[Stream]], None]) -> Iterator[J]:
+    """The continuous-batching loop: keep up to ``k`` jobs active, refilled from ``jobs`` (read
+    lazily: a generator may make each job when its turn comes); each round feeds every
+    active job, decodes one round of their unfinished streams (``decode``, e.g.
+    ``Recognizer.decode``), lets each collect its events, and yields the jobs that finished,
+    in the order they finish."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    pending = iter(jobs)
+    active: list[J] = []
+    exhausted = False
+    while True:
+        while not exhausted and len(active) < k:
+            job = next(pending, None)
+            if job is None:
+                exhausted = True
+            else:
+                active.append(job)
+        if not active:
+            return
+        for job in active:
+            job.feed()
+        decode([job.stream for job in active if not job.finished])
+        still = []
+        for job in active:
+            job.collect()
+            if job.finished:
+                yield job
+            else:
+                still.append(job)
+        active = still
