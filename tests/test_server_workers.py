@@ -264,7 +264,8 @@ def test_tls_tokens_a_vosk_port_and_config_file_settings_hold_in_every_worker(tm
 
         got = run(six_clients())
         assert [sherpa_text(out["results"]) for out in got] == [texts[0]] * 6
-        pcm = (audio * 32767).astype("<i2")
+        # the WAV's own 16-bit samples (read as x / 32768): the same audio as the file
+        pcm = np.clip(np.round(audio * 32768), -32768, 32767).astype("<i2")
         events = [json.loads(line[line.index("{"):]) for line in list(server.log)
                   if '"event": "listening"' in line]
         vosk_ports = {e["port"] for e in events if e["serves"] == ["vosk at /"]}
