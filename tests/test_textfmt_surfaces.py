@@ -81,6 +81,32 @@ def test_transcribe_srt_is_formatted_by_default(capsys, expected):
     assert out == subtitles(expected["raw"], "srt") and "FIVE THIRTY" in out
 
 
+def test_subtitles_of_a_core_install_get_punct_with_a_note(capsys, monkeypatch, expected):
+    """Without the ITN library (a core install: no ``text`` extra) the subtitles' default
+    is punct, said on stderr; full asked for by name is an error naming the package."""
+    import streamdec.textfmt as textfmt
+    import streamdec.textfmt.itn as itn
+    from streamdec.errors import ModelLoadError
+
+    monkeypatch.setattr(textfmt, "itn_available", lambda: False)
+    code, out, err = run_cli(capsys, "transcribe", WAV, "--format", "srt")
+    assert code == 0, err
+    assert out == subtitles(expected["punct"], "srt")
+    assert err.count("streamdec: note:") == 1 and "streamdec[text]" in err
+
+    def missing(*args, **kwargs):
+        raise ModelLoadError("inverse text normalisation (text_format full) needs "
+                                     "the wetextprocessing package")
+
+    monkeypatch.setattr(itn, "InverseNormalizer", missing)
+    monkeypatch.setattr(textfmt, "default_formatter", textfmt.TextFormatter)
+    monkeypatch.setattr("streamdec.cli.transcribe.default_formatter", textfmt.TextFormatter)
+    code, out, err = run_cli(capsys, "transcribe", WAV, "--format", "srt", "--text-format",
+                             "full")
+    assert code == 2 and out == ""
+    assert "--text-format full" in err and "wetextprocessing" in err
+
+
 def test_transcribe_jsonl_is_raw_by_default_and_formatted_on_request(capsys, expected):
     code, out, _ = run_cli(capsys, "transcribe", WAV, "--format", "jsonl")
     events = [json.loads(line) for line in out.splitlines()]

@@ -27,7 +27,7 @@ from ..textfmt import default_formatter
 from ..validation import require_sample_rate
 from .live_line import LiveLine
 from .options import (add_recognizer_options, add_text_format_option, announce_model,
-                      app_config_from_args)
+                      app_config_from_args, chosen_text_format)
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         require_sample_rate(args.rate, "--rate")
     device = find_input_device(args.device)
     rate = args.rate or device.default_rate
-    text_format = args.text_format or "full"
+    text_format = chosen_text_format(args.text_format, "full")
     default_formatter().load(text_format)
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)

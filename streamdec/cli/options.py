@@ -14,6 +14,7 @@ from ..recognizer import Recognizer
 from ..search.config import BEAM_SEARCHES, SEARCH_METHODS, SearchConfig
 
 __all__ = ["HelpFormatter", "add_recognizer_options", "add_text_format_option",
+           "chosen_text_format",
            "app_config_from_args", "announce_model"]
 
 
@@ -88,6 +89,23 @@ def add_text_format_option(p: argparse.ArgumentParser, default: str) -> None:
                    help="finals for people: raw (as recognised), punct (punctuation and "
                         "casing), full (punct, and numbers, dates, times, money written as "
                         f"digits) (default: {default})")
+
+
+def chosen_text_format(given: str | None, default: str) -> str:
+    """``--text-format`` as given; without it the command's ``default``, except that
+    ``full`` becomes ``punct`` where the inverse text normalisation library is not
+    installed (a core install), said in one line on stderr. Asked for by name, ``full``
+    without it stays an error (the caller's load says which package to install)."""
+    from ..textfmt import itn_available
+
+    if given is not None:
+        return given
+    if default == "full" and not itn_available():
+        print("streamdec: note: finals get punctuation and casing, but numbers, dates and "
+              "times stay in words: pip install 'streamdec[text]' for --text-format full",
+              file=sys.stderr)
+        return "punct"
+    return default
 
 
 def _override(obj, **changes):

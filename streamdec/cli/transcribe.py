@@ -20,7 +20,7 @@ from ..textfmt import default_formatter
 from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
 from .live_line import LiveLine
 from .options import (HelpFormatter, add_recognizer_options, add_text_format_option,
-                      announce_model,
+                      announce_model, chosen_text_format,
                       app_config_from_args)
 
 EPILOG = (
@@ -96,10 +96,10 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
 
 
 def text_format(args: argparse.Namespace) -> str:
-    """The --text-format asked for, or the output format's default."""
-    if args.text_format is not None:
-        return args.text_format
-    return "full" if args.format in ("srt", "vtt") else "raw"
+    """The --text-format asked for, or the output format's default (``chosen_text_format``:
+    subtitles are for people)."""
+    return chosen_text_format(args.text_format,
+                              "full" if args.format in ("srt", "vtt") else "raw")
 
 
 def _formatted(item: FileTranscription, level: str) -> FileTranscription:

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import threading
 
 from ..results import Result
 from .format import TEXT_FORMATS, Formatted, check_text_format, format_words
 
 __all__ = ["TEXT_FORMATS", "Formatted", "check_text_format", "format_words",
-           "TextFormatter", "default_formatter"]
+           "TextFormatter", "default_formatter", "itn_available"]
+
+
+def itn_available() -> bool:
+    """Whether the inverse text normalisation library (WeTextProcessing, the ``text``
+    extra) that ``full`` needs is installed (looked up, not imported)."""
+    return importlib.util.find_spec("itn") is not None
 
 
 class TextFormatter:
