@@ -1,14 +1,16 @@
 """recipes/synthetic-en/run.sh --smoke: text, dev audio, features, a few training steps,
-both fine-tuning phases, export and evaluation, all in a temporary folder (never touching
-the shipped model)."""
+both fine-tuning phases, the real-voice stage (on a stand-in for Debian's Asterisk prompt
+folders), export and evaluation, all in a temporary folder (never touching the shipped model)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from test_realvoice_recipe import fake_asterisk
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "recipes" / "synthetic-en" / "run.sh"
@@ -17,8 +19,10 @@ RUN = ROOT / "recipes" / "synthetic-en" / "run.sh"
 def test_smoke_run_exports_a_loadable_model(tmp_path):
     shipped = ROOT / "streamdec" / "assets" / "synthetic-en" / "encoder.onnx"
     before = shipped.stat().st_mtime_ns if shipped.exists() else None
-    proc = subprocess.run(["bash", str(RUN), "--smoke", "--finetune-min", "1", "--workdir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=180)
+    sounds, docs = fake_asterisk(tmp_path / "asterisk")
+    env = dict(os.environ, ASTERISK_SOUNDS=str(sounds), ASTERISK_DOCS=str(docs))
+    proc = subprocess.run(["bash", str(RUN), "--smoke", "--finetune-min", "1", "--realvoice-min", "1",
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     model = tmp_path / "exp" / "model"
     for name in ("encoder.onnx", "decoder.onnx", "joiner.onnx", "encoder.int8.onnx", "tokens.txt", "model.pt"):
@@ -31,8 +35,12 @@ def test_smoke_run_exports_a_loadable_model(tmp_path):
                          "state1": np.zeros((layers, 3, d), np.float32)})
     assert out[0].shape[:2] == (3, int(meta["decode_chunk_len"]) // 4)
     assert "CER" in proc.stdout and (tmp_path / "exp" / "curves.tsv").is_file()
-    for phase in ("finetune", "finetune2"):  # fine-tuning ran from the previous checkpoint
+    for phase in ("finetune", "finetune2", "realvoice"):  # each ran from the previous checkpoint
         assert "init from" in (tmp_path / "exp" / phase / "train.log").read_text(), phase
-    assert f"exported {tmp_path / 'exp' / 'finetune2' / 'best.pt'}" in proc.stdout
+    assert f"init from {tmp_path / 'exp' / 'finetune2' / 'best.pt'}" in (
+        tmp_path / "exp" / "realvoice" / "train.log").read_text()
+    shards = sorted(p.name for p in (tmp_path / "data" / "train-rv").glob("shard-*.npz"))
+    assert shards == ["shard-00000.npz", "shard-piper-00000.npz", "shard-real-00000.npz"], shards
+    assert f"exported {tmp_path / 'exp' / 'realvoice' / 'best.pt'}" in proc.stdout
     if before is not None:
         assert shipped.stat().st_mtime_ns == before

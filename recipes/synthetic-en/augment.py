@@ -7,13 +7,18 @@ mu-law-decoded samples so that the features are computed through the very same
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import tempfile
 
 import numpy as np
+import soundfile as sf
 import soxr
 from scipy import signal
 
-__all__ = ["speed", "pad_silence", "add_noise", "reverberate", "telephone", "mulaw_roundtrip", "augment"]
+__all__ = ["speed", "pad_silence", "add_noise", "reverberate", "telephone", "mulaw_roundtrip", "alaw_roundtrip",
+           "gsm_roundtrip", "browser_resample", "clip", "augment"]
 
 
 def speed(x: np.ndarray, factor: float, sample_rate: int = 16000) -> np.ndarray:
@@ -72,19 +77,74 @@ def mulaw_roundtrip(x: np.ndarray, mu: int = 255) -> np.ndarray:
     return (np.sign(q) * np.expm1(np.abs(q) * np.log1p(mu)) / mu).astype(np.float32)
 
 
-def telephone(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> np.ndarray:
-    """Resample to 8 kHz, optionally band-limit to 300-3400 Hz, mu-law round trip.
+def alaw_roundtrip(x: np.ndarray) -> np.ndarray:
+    """G.711 A-law encode + decode: 13-bit linear, 8 segments of 16 steps (the lowest two
+    share one step size), decoded to the middle of the step; A-law has no zero code."""
+    s = np.clip(np.round(np.asarray(x, np.float64) * 4096), -4096, 4095)
+    mag = np.minimum(np.abs(s), 4095).astype(np.int64)
+    seg = np.where(mag < 32, 0, np.floor(np.log2(np.maximum(mag, 1))).astype(np.int64) - 4)
+    mant = np.where(seg == 0, mag >> 1, (mag >> np.maximum(seg, 0)) & 0xF)
+    back = np.where(seg == 0, (mant << 1) + 1,
+                    ((mant | 0x10) << np.maximum(seg, 0)) + (1 << np.maximum(seg - 1, 0)))
+    return (np.where(s < 0, -1.0, 1.0) * back / 4096).astype(np.float32)
+
+
+def gsm_roundtrip(x: np.ndarray) -> np.ndarray:
+    """8 kHz samples through the GSM 06.10 full-rate codec (sox), as SIP trunks and
+    Asterisk's own prompt files carry them."""
+    d = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        src, gsm, back = (os.path.join(d, n) for n in ("a.wav", "a.gsm", "b.wav"))
+        sf.write(src, np.clip(x, -1, 1), 8000, subtype="PCM_16")
+        subprocess.run(["sox", "-q", src, "-r", "8000", gsm], check=True, capture_output=True)
+        subprocess.run(["sox", "-q", gsm, "-b", "16", back], check=True, capture_output=True)
+        y, _ = sf.read(back, dtype="float32")
+        return y[: len(x)] if len(y) >= len(x) else np.pad(y, (0, len(x) - len(y)))
+    finally:
+        for n in os.listdir(d):
+            os.unlink(os.path.join(d, n))
+        os.rmdir(d)
+
+
+def browser_resample(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> np.ndarray:
+    """A capture path that is not soxr: up to 44.1 / 48 kHz and back with linear
+    interpolation (what a browser's AudioContext or a naive client does) or with
+    scipy's polyphase filter (a speex-like windowed-sinc resampler)."""
+    high = rng.choice([44100, 48000])
+    if rng.random() < 0.5:
+        n_hi = int(len(x) * high / sample_rate)
+        hi = np.interp(np.arange(n_hi) * sample_rate / high, np.arange(len(x)), x)
+        n_lo = int(len(hi) * sample_rate / high)
+        return np.interp(np.arange(n_lo) * high / sample_rate, np.arange(len(hi)), hi).astype(np.float32)
+    g = np.gcd(high, sample_rate)
+    hi = signal.resample_poly(x, high // g, sample_rate // g)
+    return signal.resample_poly(hi, sample_rate // g, high // g).astype(np.float32)
+
+
+def clip(x: np.ndarray, rng: random.Random) -> np.ndarray:
+    """An overdriven input: gain 1.5-4x past full scale, hard clipped."""
+    return np.clip(x / (np.max(np.abs(x)) + 1e-9) * rng.uniform(1.5, 4.0), -1.0, 1.0).astype(np.float32)
+
+
+def telephone(x: np.ndarray, rng: random.Random, sample_rate: int = 16000, codecs: bool = False) -> np.ndarray:
+    """Resample to 8 kHz, optionally band-limit to 300-3400 Hz, mu-law round trip
+    (``codecs``: mu-law, A-law or GSM full rate, a third each).
 
     Returns 8 kHz samples (feed them to compute_fbank with rate 8000)."""
     y = soxr.resample(x, sample_rate, 8000, quality="HQ").astype(np.float32)
     if rng.random() < 0.5:
         sos = signal.butter(4, [300, 3400], btype="bandpass", fs=8000, output="sos")
         y = signal.sosfilt(sos, y).astype(np.float32)
+    if codecs:
+        return rng.choice([mulaw_roundtrip, alaw_roundtrip, gsm_roundtrip])(y)
     return mulaw_roundtrip(y)
 
 
-def augment(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> tuple[np.ndarray, int, str]:
-    """One random augmentation chain for a 16 kHz utterance.
+def augment(x: np.ndarray, rng: random.Random, sample_rate: int = 16000,
+            channel: bool = False) -> tuple[np.ndarray, int, str]:
+    """One random augmentation chain for a 16 kHz utterance. ``channel`` (the real-voice
+    fine-tuning; off for the shipped base recipe, whose data it would change) adds
+    capture paths: other resamplers (20%), clipping (8%), A-law and GSM besides mu-law.
 
     Returns (samples, their rate, a short description such as 'speed1.1+noise12+tel')."""
     tags = []
@@ -97,8 +157,12 @@ def augment(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> tupl
     if rng.random() < 0.35:
         snr = rng.uniform(5, 30)
         x, tags = add_noise(x, rng, snr, sample_rate), tags + [f"noise{snr:.0f}"]
+    if channel and rng.random() < 0.2:
+        x, tags = browser_resample(x, rng, sample_rate), tags + ["resample"]
     peak = float(np.max(np.abs(x))) + 1e-9
     x = (x / peak * rng.uniform(0.05, 0.95)).astype(np.float32)
+    if channel and rng.random() < 0.08:
+        x, tags = clip(x, rng), tags + ["clip"]
     if rng.random() < 0.25:
-        return telephone(x, rng, sample_rate), 8000, "+".join(tags + ["tel"])
+        return telephone(x, rng, sample_rate, codecs=channel), 8000, "+".join(tags + ["tel"])
     return x, sample_rate, "+".join(tags) or "clean"

@@ -14,7 +14,7 @@ Shard ``OUT_DIR/shard-XXXXX.npz`` holds utterances [k*S, (k+1)*S):
   desc    (S,) str                   voice + augmentation description
 Shards already present are skipped, so an interrupted run resumes.
 
-Usage: python prepare_train.py TRAIN_TXT OUT_DIR [--jobs 2] [--limit N] [--shard-size 500]
+Usage: python prepare_train.py TRAIN_TXT OUT_DIR [--jobs 2] [--limit N] [--shard-size 500] [--channel]
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from augment import augment  # noqa: E402
 from synth import TRAIN_FLITE_VOICES, random_espeak_voice, random_flite_voice, synthesize, train_espeak_variants  # noqa: E402
 
 
-def make_utterance(index: int, text: str, seed: int, flite_share: float) -> tuple[np.ndarray, str, str]:
+def make_utterance(index: int, text: str, seed: int, flite_share: float,
+                   channel: bool = False) -> tuple[np.ndarray, str, str]:
     """(fbank (T, 80) float32, IPA, description) of training utterance ``index``."""
     rng = random.Random(seed * 1_000_003 + index)
     if rng.random() < flite_share:
@@ -43,14 +44,15 @@ def make_utterance(index: int, text: str, seed: int, flite_share: float) -> tupl
     else:
         voice = random_espeak_voice(rng, train_espeak_variants())
     samples, ipa = synthesize(voice, text)
-    samples, rate, tag = augment(samples, rng)
+    samples, rate, tag = augment(samples, rng, channel=channel)
     return compute_fbank(samples, rate), ipa, f"{voice.describe()}|{tag}"
 
 
-def make_shard(path: Path, first: int, texts: list[str], seed: int, flite_share: float) -> str:
+def make_shard(path: Path, first: int, texts: list[str], seed: int, flite_share: float,
+               channel: bool = False) -> str:
     feats, lens, phones, descs = [], [], [], []
     for i, text in enumerate(texts):
-        f, ipa, desc = make_utterance(first + i, text, seed, flite_share)
+        f, ipa, desc = make_utterance(first + i, text, seed, flite_share, channel)
         feats.append(f.astype(np.float16))
         lens.append(len(f))
         phones.append(ipa)
@@ -71,6 +73,8 @@ def main() -> None:
     ap.add_argument("--shard-size", type=int, default=500)
     ap.add_argument("--flite-share", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--channel", action="store_true",
+                    help="add augment's capture paths (resamplers, clipping, A-law, GSM): the real-voice fine-tuning")
     args = ap.parse_args()
 
     texts = args.train_txt.read_text().split("\n")
@@ -82,7 +86,7 @@ def main() -> None:
     for k, first in enumerate(range(0, len(texts), args.shard_size)):
         path = args.out_dir / f"shard-{k:05d}.npz"
         if not path.exists():
-            jobs.append((path, first, texts[first:first + args.shard_size], args.seed, args.flite_share))
+            jobs.append((path, first, texts[first:first + args.shard_size], args.seed, args.flite_share, args.channel))
     if args.jobs <= 1:
         for job in jobs:
             print(make_shard(*job), flush=True)

