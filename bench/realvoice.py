@@ -21,8 +21,17 @@ Measured, each for ``greedy``, ``modified_beam`` (beam 4) and ``accurate``
   ``streams_per_core``: audio seconds per CPU second with ``--batch`` streams decoded
   together (how many real-time streams one core carries).
 
+``--capture`` (off by default) also measures capture-path stability: each file, after
+0.3 s of silence, played by paplay into a private PulseAudio null sink at 48 kHz
+(bench/null_sink.py; PulseAudio resamples the 16 kHz files) and captured from its
+monitor by ``streamdec mic`` (greedy, raw text, the device's own rate), against the file
+decoded directly: both transcripts per file, the share of identical ones and the WER of
+each (report key ``capture``). Needs pulseaudio, pulseaudio-utils, libasound2-plugins
+and libportaudio2; without them ``--capture`` fails saying so.
+
     python bench/realvoice.py --out bench/results/realvoice.json
     python bench/realvoice.py --files cards/001,alsa/Front_Center --methods greedy --out x.json
+    python bench/realvoice.py --methods greedy --no-timing --capture --out x.json
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -55,6 +66,11 @@ RAW = {"goforward/goforward": (PS / "goforward.raw", "go forward ten meters"),
        "digits/dhd.2934z": (PS / "tidigits" / "dhd.2934z.raw", "two nine three four zero")}
 METHODS = ["greedy", "modified_beam", "accurate"]
 SHIFTS_MS = [2.5 * i for i in range(8)]
+CAPTURE_SINK_RATE = 48000  # the null sink's rate: PulseAudio resamples the files to it
+CAPTURE_LEAD_IN = 0.3  # seconds of silence before each played file (the monitor misses
+# the first 45-90 ms of a playback)
+CAPTURE_TOOLS = ("pulseaudio", "paplay", "pactl")
+CAPTURE_PACKAGES = "pulseaudio pulseaudio-utils libasound2-plugins libportaudio2"
 
 
 def _sphinx_transcripts(path: Path) -> list[tuple[str, str]]:
@@ -147,6 +163,69 @@ def timing(rec, utts: list[Utterance], search, batch: int) -> float:
     return (time.process_time() - t0) / audio
 
 
+def require_capture_tools() -> None:
+    """``--capture`` fails, naming the packages, where PulseAudio's tools are missing."""
+    missing = [t for t in CAPTURE_TOOLS if shutil.which(t) is None]
+    if missing:
+        raise SystemExit(f"--capture needs PulseAudio: {', '.join(missing)} not found; "
+                         f"apt-get install {CAPTURE_PACKAGES}")
+
+
+def _lead_in_file(u: Utterance, folder: Path) -> Path:
+    """The utterance after CAPTURE_LEAD_IN s of silence, 16-bit at its own rate."""
+    import soundfile as sf
+
+    path = folder / (u.utt.replace("/", "__") + ".wav")
+    pad = np.zeros(int(round(CAPTURE_LEAD_IN * u.rate)), np.float32)
+    sf.write(str(path), np.concatenate([pad, u.samples]), u.rate, subtype="PCM_16")
+    return path
+
+
+def capture_stability(utts: list[Utterance], file_hyps: dict[str, str], folder: Path,
+                      model: str | None) -> dict:
+    """Each file played through the null sink and captioned by ``streamdec mic`` (greedy,
+    raw text; one run per file), against ``file_hyps`` (the files decoded directly)."""
+    from null_sink import LISTENING, NullSink, caption_playback
+
+    require_capture_tools()
+    played = folder / "played"
+    played.mkdir()
+    mic_args = ["--format", "jsonl", "--text-format", "raw", "--search", "greedy",
+                "--num-threads", "1", *(["--model", model] if model else [])]
+    per_file: dict = {}
+    captured: dict[str, str] = {}
+    capture_rates = set()
+    try:
+        with NullSink(folder / "pulse", rate=CAPTURE_SINK_RATE) as sink:
+            for u in utts:
+                run = caption_playback(sink, [_lead_in_file(u, played)], mic_args)
+                if run.returncode != 0:
+                    raise RuntimeError(f"streamdec mic exited with {run.returncode} on "
+                                       f"{u.utt}: {run.stderr_text}")
+                events = [json.loads(line) for _, line in run.lines]
+                captured[u.utt] = " ".join(e["text"] for e in events
+                                           if e["type"] == "final" and e["text"])
+                listening = next(line for _, line in run.stderr if line.startswith(LISTENING))
+                capture_rates.add(int(re.search(r" at (\d+) Hz", listening).group(1)))
+                lost = re.search(r"device overruns \(audio lost\): (\d+); blocks dropped "
+                                 r"because decoding fell behind: (\d+)", run.stderr_text)
+                per_file[u.utt] = {
+                    "captured": captured[u.utt], "file": file_hyps[u.utt],
+                    "equal": captured[u.utt] == file_hyps[u.utt], "file_rate": u.rate,
+                    "overruns": int(lost.group(1)), "dropped_blocks": int(lost.group(2))}
+    except RuntimeError as e:  # the daemon or streamdec mic failed: say why, no traceback
+        raise SystemExit(f"--capture: {e}") from None
+    identical = sum(row["equal"] for row in per_file.values())
+    return {"method": "greedy", "sink_rate": CAPTURE_SINK_RATE,
+            "capture_rates": sorted(capture_rates), "lead_in_seconds": CAPTURE_LEAD_IN,
+            "files": len(per_file), "identical": identical,
+            "share_identical": round(identical / len(per_file), 3),
+            "files_with_lost_audio": sum(bool(r["overruns"] or r["dropped_blocks"])
+                                         for r in per_file.values()),
+            "wer_captured": rates(utts, captured), "wer_file": rates(utts, file_hyps),
+            "per_file": per_file}
+
+
 def measure(args) -> dict:
     app = load_config("accurate")
     config = app.recognizer
@@ -181,6 +260,16 @@ def measure(args) -> dict:
                   + (f" shift mean {row['shift']['mean']}" if "shift" in row else "")
                   + (f" rtf {row['rtf']} streams/core {row['streams_per_core']}"
                      if "rtf" in row else ""), file=sys.stderr, flush=True)
+        if args.capture:
+            greedy = transcribe(rec, utts, searches["greedy"], batch=args.batch)
+            cap = capture_stability(utts, greedy, Path(tmp), args.model)
+            report["capture"] = cap
+            print(f"capture        greedy, {cap['sink_rate']} Hz sink, captured at "
+                  f"{'/'.join(map(str, cap['capture_rates']))} Hz: identical "
+                  f"{cap['identical']}/{cap['files']} ({cap['share_identical']:.3f}) WER "
+                  f"captured {cap['wer_captured']['all']['wer']:.3f} file "
+                  f"{cap['wer_file']['all']['wer']:.3f}; audio lost in "
+                  f"{cap['files_with_lost_audio']} files", file=sys.stderr, flush=True)
     return report
 
 
@@ -195,10 +284,15 @@ def main(argv=None) -> None:
     ap.add_argument("--files", default="", help="comma-separated ids (part/name); default all")
     ap.add_argument("--batch", type=int, default=16, help="streams decoded together")
     ap.add_argument("--no-timing", action="store_true", help="skip rtf and streams per core")
+    ap.add_argument("--capture", action="store_true",
+                    help="also compare each file captured through a PulseAudio null sink by "
+                         "'streamdec mic' with the file decoded directly (greedy)")
     args = ap.parse_args(argv)
     unknown = set(args.methods.split(",")) - set(METHODS)
     if unknown:
         ap.error(f"unknown methods {sorted(unknown)}; known: {METHODS}")
+    if args.capture:
+        require_capture_tools()  # before any decoding
     report = measure(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

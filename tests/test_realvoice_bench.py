@@ -2,9 +2,12 @@
 (one of pocketsphinx-testdata, one of alsa-utils: both Debian packages, installed by
 scripts/install-test-deps.sh) and writes the documented report. Its WER numbers are the
 benchmark's business; the test checks the report's shape and the counts that must hold
-whatever the model: files, utterances per part, lead-ins per file."""
+whatever the model: files, utterances per part, lead-ins per file. ``--capture`` runs on
+the same two files through a PulseAudio null sink (bench/null_sink.py) and checks its
+report the same way; without PulseAudio's tools it must fail, naming the packages."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +50,52 @@ def test_realvoice_smoke(tmp_path):
     assert set(row["shift"]["distinct"]) == {"cards/001", "alsa/Front_Center"}
     assert all(1 <= n <= len(SHIFTS_MS) for n in row["shift"]["distinct"].values())
     assert row["rtf"] > 0 and row["streams_per_core"] > 0
+
+
+@pytest.mark.slow
+def test_capture_path_stability(tmp_path):
+    """``--capture``: both files through the PulseAudio null sink (pulseaudio,
+    pulseaudio-utils, libasound2-plugins, libportaudio2: scripts/install-test-deps.sh) and
+    ``streamdec mic``, against the files decoded directly. A missing tool fails the run."""
+    out = tmp_path / "realvoice.json"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out", str(out),
+                          "--files", "cards/001,alsa/Front_Center", "--methods", "greedy",
+                          "--shift-methods", "", "--no-timing", "--capture"],
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    cap = report["capture"]
+    assert cap["method"] == "greedy" and cap["sink_rate"] == 48000
+    assert cap["lead_in_seconds"] == 0.3 and cap["files"] == 2
+    assert len(cap["capture_rates"]) == 1 and isinstance(cap["capture_rates"][0], int)
+    rows = cap["per_file"]
+    assert list(rows) == ["cards/001", "alsa/Front_Center"]
+    assert {u: r["file_rate"] for u, r in rows.items()} == {"cards/001": 16000,
+                                                            "alsa/Front_Center": 48000}
+    for r in rows.values():
+        assert r["equal"] == (r["captured"] == r["file"])
+        assert r["captured"] and r["file"]  # speech came through the sink
+        assert isinstance(r["overruns"], int) and isinstance(r["dropped_blocks"], int)
+        assert r["overruns"] >= 0 and r["dropped_blocks"] >= 0
+    identical = sum(r["equal"] for r in rows.values())
+    assert cap["identical"] == identical and cap["share_identical"] == identical / 2
+    assert cap["files_with_lost_audio"] == sum(bool(r["overruns"] or r["dropped_blocks"])
+                                               for r in rows.values())
+    for key in ("wer_captured", "wer_file"):
+        assert {p: r["utts"] for p, r in cap[key].items()} == {"all": 2, "cards": 1, "alsa": 1}
+    # the file side is the benchmark's own greedy decode of the same files
+    assert cap["wer_file"] == report["methods"]["greedy"]["wer"]
+    assert f"identical {identical}/2 " in run.stderr
+
+
+def test_capture_without_pulseaudio_fails_saying_so(tmp_path):
+    """No PulseAudio tools on PATH: --capture stops before decoding, naming the packages."""
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--capture",
+                          "--out", str(tmp_path / "x.json"), "--methods", "greedy"],
+                         env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 1
+    assert run.stderr == ("--capture needs PulseAudio: pulseaudio, paplay, pactl not found; "
+                          "apt-get install pulseaudio pulseaudio-utils libasound2-plugins "
+                          "libportaudio2\n")
+    assert not (tmp_path / "x.json").exists()
