@@ -1,8 +1,10 @@
 """The shipped model end to end: the README's example, the tail of an utterance, and greedy
 parity with sherpa-onnx on the built-in model files."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ import soundfile as sf
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig
 from streamdec.models import BUILTIN_MODEL_DIR
 from decode_utils import decode_in_pieces, finals, sherpa_decode
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SENTENCES = ["please call me back tomorrow morning",
              "the meeting starts at nine thirty",
@@ -45,13 +49,20 @@ def rec():
 
 
 def test_readme_example_is_transcribed():
+    """What README's first command prints is what it says to expect (words by default)."""
     p = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "examples/hello.wav"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    promised = re.search(r"Expect `([A-Z' ]+)`", readme).group(1)
+    assert p.stdout.strip() == promised
     ref = ("hello world the quick brown fox jumps over the lazy dog please call me back at "
            "five thirty")
-    # measured 0.22 with the shipped model (festival: a synthesizer training never used)
-    assert cer(ref, p.stdout.strip()) < 0.35, p.stdout
+    assert cer(ref, p.stdout.strip()) < 0.2, p.stdout
+    greedy = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "examples/hello.wav",
+                             "--search", "greedy"], capture_output=True, text=True, timeout=120)
+    assert greedy.returncode == 0 and f"`--search greedy` (what `serve` uses by default) gives " \
+        f"`{greedy.stdout.strip()}`" in readme, greedy.stdout
 
 
 @pytest.mark.parametrize("n", range(len(SENTENCES)))

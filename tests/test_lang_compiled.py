@@ -171,3 +171,20 @@ def test_builtin_lang_dir_compiled_scores_as_built_from_its_files(tmp_path, home
     states = [0, graph.lm.start, *rng.integers(1, graph.lm.num_states, 30).tolist()]
     assert_same_graph(expected, graph, nodes, states)
     assert (len(graph), graph.lm.num_states) == (240663, 137262)
+
+
+def test_the_builtin_model_ships_its_compiled_words_for_its_current_sources(home, compiles):
+    """A new user's first --config accurate (and words by default) reads the shipped file:
+    it is the one for the current lang/ sources and the model's units, compressed, and
+    scores as the sources (test above) because it is what compile_lang writes."""
+    symbols = SymbolTable.from_file(BUILTIN / "tokens.txt")
+    lang = BUILTIN / "lang"
+    key = compiled.source_key(list(word_sources(lang)), symbols)
+    shipped = sorted(p.name for p in (lang / compiled.LOCAL_DIR).glob("*.npz"))
+    assert shipped == [f"words-{key}.npz"], (  # after changing lang/: remove the folder, then
+        "recompile: python -m streamdec transcribe examples/hello.wav --config accurate")
+    path = lang / compiled.LOCAL_DIR / shipped[0]
+    assert path.stat().st_size < 4_000_000  # compressed (12.6 MB as plain arrays)
+    tree, lm = compiled.load_compiled(lang, symbols)
+    assert compiles == []  # read, not compiled
+    assert (tree.num_nodes, lm.num_states) == (240662, 137262)

@@ -19,7 +19,9 @@ import websockets
 from decode_utils import decode_in_pieces, finals
 from server_utils import UNIT, sherpa_client, vosk_client
 from streamdec import Recognizer, RecognizerConfig
+from streamdec.appconfig import load_config
 from streamdec.cli.main import main
+from streamdec.cli.options import WORDS_CONFIG
 from streamdec.engine import EngineConfig
 from streamdec.errors import ConfigError
 from streamdec.formats import subtitles
@@ -54,6 +56,17 @@ def expected(rec, audio):
             for level in ("raw", "punct", "full")}
 
 
+@pytest.fixture(scope="module")
+def expected_cli(audio):
+    """The same for ``streamdec transcribe``, whose default for the built-in model is the
+    words config (streamdec.cli.options.WORDS_CONFIG)."""
+    words = Recognizer(load_config(WORDS_CONFIG).recognizer)
+    raw = [r for r in finals(decode_in_pieces(words, audio, len(audio))) if r.text]
+    assert raw and raw[-1].text.endswith("PLEASE CALL ME BACK AT FIVE THIRTY")
+    return {level: [default_formatter().apply(r, level) for r in raw]
+            for level in ("raw", "punct", "full")}
+
+
 def test_the_example_formats_at_each_level(expected):
     raw, punct, full = (expected[k][-1] for k in ("raw", "punct", "full"))
     assert raw.display is None and raw.text.endswith("PLEASE CALL MUBACK AT FIVE THIRTY")
@@ -71,17 +84,17 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-def test_transcribe_srt_is_formatted_by_default(capsys, expected):
+def test_transcribe_srt_is_formatted_by_default(capsys, expected_cli):
     code, out, err = run_cli(capsys, "transcribe", WAV, "--format", "srt")
     assert code == 0, err
-    assert out == subtitles(expected["full"], "srt")
+    assert out == subtitles(expected_cli["full"], "srt")
     assert "5:30." in out
     code, out, err = run_cli(capsys, "transcribe", WAV, "--format", "srt", "--text-format",
                              "raw")
-    assert out == subtitles(expected["raw"], "srt") and "FIVE THIRTY" in out
+    assert out == subtitles(expected_cli["raw"], "srt") and "FIVE THIRTY" in out
 
 
-def test_subtitles_of_a_core_install_get_punct_with_a_note(capsys, monkeypatch, expected):
+def test_subtitles_of_a_core_install_get_punct_with_a_note(capsys, monkeypatch, expected_cli):
     """Without the ITN library (a core install: no ``text`` extra) the subtitles' default
     is punct, said on stderr; full asked for by name is an error naming the package."""
     import streamdec.textfmt as textfmt
@@ -91,7 +104,7 @@ def test_subtitles_of_a_core_install_get_punct_with_a_note(capsys, monkeypatch, 
     monkeypatch.setattr(textfmt, "itn_available", lambda: False)
     code, out, err = run_cli(capsys, "transcribe", WAV, "--format", "srt")
     assert code == 0, err
-    assert out == subtitles(expected["punct"], "srt")
+    assert out == subtitles(expected_cli["punct"], "srt")
     assert err.count("streamdec: note:") == 1 and "streamdec[text]" in err
 
     def missing(*args, **kwargs):
@@ -107,7 +120,7 @@ def test_subtitles_of_a_core_install_get_punct_with_a_note(capsys, monkeypatch, 
     assert "--text-format full" in err and "wetextprocessing" in err
 
 
-def test_transcribe_jsonl_is_raw_by_default_and_formatted_on_request(capsys, expected):
+def test_transcribe_jsonl_is_raw_by_default_and_formatted_on_request(capsys, expected_cli):
     code, out, _ = run_cli(capsys, "transcribe", WAV, "--format", "jsonl")
     events = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and not any("display" in e for e in events)
@@ -115,23 +128,23 @@ def test_transcribe_jsonl_is_raw_by_default_and_formatted_on_request(capsys, exp
                            "full")
     finals_ = [e for e in map(json.loads, out.splitlines()) if e["type"] == "final" and e["text"]]
     assert code == 0
-    assert [e["display"] for e in finals_] == [r.display for r in expected["full"]]
+    assert [e["display"] for e in finals_] == [r.display for r in expected_cli["full"]]
     assert [[w["word"] for w in e["display_words"]] for e in finals_] == \
-        [[w.text for w in r.display_words] for r in expected["full"]]
+        [[w.text for w in r.display_words] for r in expected_cli["full"]]
     partials = [e for e in map(json.loads, out.splitlines()) if e["type"] == "partial"]
     assert partials and not any("display" in e for e in partials)
 
 
-def test_transcribe_text_format_punct(capsys, expected):
+def test_transcribe_text_format_punct(capsys, expected_cli):
     code, out, _ = run_cli(capsys, "transcribe", WAV, "--text-format", "punct")
     assert code == 0
-    assert out == " ".join(r.display for r in expected["punct"]) + "\n"
+    assert out == " ".join(r.display for r in expected_cli["punct"]) + "\n"
 
 
-def test_transcribe_realtime_shows_formatted_finals(capsys, expected):
+def test_transcribe_realtime_shows_formatted_finals(capsys, expected_cli):
     code, out, _ = run_cli(capsys, "transcribe", WAV, "--realtime", "--text-format", "full")
     assert code == 0
-    assert out == "".join(r.display + "\n" for r in expected["full"])  # off a terminal: finals
+    assert out == "".join(r.display + "\n" for r in expected_cli["full"])  # off a terminal: finals
 
 
 def test_transcribe_rejects_a_bad_text_format(capsys):

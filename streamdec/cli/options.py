@@ -13,8 +13,8 @@ from ..models.config import ModelConfig
 from ..recognizer import Recognizer
 from ..search.config import BEAM_SEARCHES, SEARCH_METHODS, SearchConfig
 
-__all__ = ["HelpFormatter", "add_recognizer_options", "add_text_format_option",
-           "chosen_text_format",
+__all__ = ["HelpFormatter", "WORDS_CONFIG", "add_recognizer_options", "add_text_format_option",
+           "chosen_text_format", "words_by_default",
            "app_config_from_args", "announce_model"]
 
 
@@ -28,12 +28,19 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def add_recognizer_options(p: argparse.ArgumentParser) -> None:
+WORDS_CONFIG = "accurate"  # what "words by default" means: the built-in config of that name
+
+
+def add_recognizer_options(p: argparse.ArgumentParser, words_default: bool = False) -> None:
+    """``words_default``: the command runs the built-in model with its words (``WORDS_CONFIG``)
+    unless told otherwise (see ``app_config_from_args``)."""
     g = p.add_argument_group("recognizer", "The defaults below are the built-in settings; "
                              "--config replaces them and the options override both.")
+    default = (f"{WORDS_CONFIG} (words in the search) unless --search is given, or --model "
+               "without --lang; else none, the built-in settings" if words_default
+               else "none, the built-in settings")
     g.add_argument("--config", help="TOML config file, or a name in configs/ "
-                   "(default, telephony, low-latency, accurate) (default: none, the built-in "
-                   "settings)")
+                   f"(default, telephony, low-latency, accurate) (default: {default})")
     g.add_argument("--model", metavar="DIR|NAME", help="model directory, or the name of a model "
                    "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
@@ -113,9 +120,21 @@ def _override(obj, **changes):
     return replace(obj, **changes) if changes else obj
 
 
-def app_config_from_args(args: argparse.Namespace) -> AppConfig:
-    """The config file named by ``--config`` with the flags applied on top."""
-    app = load_config(args.config)
+def words_by_default(args: argparse.Namespace) -> bool:
+    """Whether a command with words by default runs ``WORDS_CONFIG``: no config named, no
+    ``--search``, and words to search with: the built-in model's lang/ (the one that config
+    names) or a ``--lang`` directory. Measured (MODEL.md, README): one stream of it costs
+    3.5 % of a core (0.035 CPU s per audio s) and half a second more to start."""
+    model_flags = (args.model, args.encoder, args.decoder, args.joiner, args.tokens)
+    builtin = all(v is None for v in model_flags)
+    return args.config is None and args.search is None and (builtin or args.lang is not None)
+
+
+def app_config_from_args(args: argparse.Namespace, words_default: bool = False) -> AppConfig:
+    """The config file named by ``--config`` with the flags applied on top; with
+    ``words_default`` and nothing that says otherwise (``words_by_default``), the
+    ``WORDS_CONFIG`` built-in config in place of the built-in settings."""
+    app = load_config(WORDS_CONFIG if words_default and words_by_default(args) else args.config)
     rec = app.recognizer
     rec = replace(
         rec,

@@ -2,8 +2,8 @@
 
 Reading a lang directory means spelling ~10^5 words with the model's units, parsing the
 ARPA file and building the prefix tree: seconds. Its compiled form is the ``LexiconTree``
-(``streamdec.search.word_graph``) and the ``NgramLm``'s arrays, in one uncompressed
-``.npz`` file that loads as it is:
+(``streamdec.search.word_graph``) and the ``NgramLm``'s arrays, in one compressed
+``.npz`` file (the built-in ``lang/``: 2.3 MB, read in about 25 ms of CPU):
 
     tree, lm = load_compiled("lang", symbols)   # compiles on the first call, then reads
     graph = load_word_graph("lang", symbols, WordOptions(lm_scale=0.5))  # the search's
@@ -15,7 +15,9 @@ written beside the sources, the file for the same units and older sources is rem
 Contents are hashed rather than trusting modification times, so a copied or reinstalled
 directory keeps its compiled form.
 
-Where it is kept, the first that works: ``.streamdec-cache/`` inside the lang directory,
+Where it is kept, the first that works: ``.streamdec-cache/`` inside the lang directory
+(the built-in model ships its file there, so even a first run on a read-only install
+does not compile),
 then ``$STREAMDEC_HOME/lang-cache/`` (the user's cache, at most ``USER_CACHE_FILES``
 files), else nowhere (the compiled form lives in memory only). Files are written under a
 temporary name and renamed into place, so a reader never sees half a file; a file that
@@ -140,7 +142,7 @@ def _write(path: Path, tree, lm) -> bool:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
         os.chmod(tmp, 0o644)  # as any other file of the directory, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **_arrays(tree, lm))
+            np.savez_compressed(f, **_arrays(tree, lm))
         os.replace(tmp, path)
     except OSError:
         if tmp is not None:
