@@ -38,6 +38,8 @@ def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
                       "static/subtitles.js", "static/style.css"):  # the captioning page
         assert f"streamdec/web/{page_file}" in shipped, page_file
     assert "streamdec/hub/catalog.toml" in shipped  # streamdec models list / get
+    compiled_words = [n for n in shipped if n.startswith("streamdec/assets/synthetic-en/lang/.streamdec-cache/")]
+    assert len(compiled_words) == 1 and compiled_words[0].endswith(".npz")  # words by default, no compiling
     venv = tmp_path / "venv"
     subprocess.run([oldest_python(), "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
@@ -58,3 +60,14 @@ def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
                           "--config", "telefony"], cwd=work, capture_output=True, text=True)
     assert bad.returncode == 2
     assert "built-in: accurate, default, low-latency, telephony" in bad.stderr
+    # the default (words) reads the shipped compiled file: nothing compiled, nothing written
+    home = tmp_path / "home"
+    site_cache = Path(where.split()[0]).parent / "assets" / "synthetic-en" / "lang" / ".streamdec-cache"
+    before = sorted(p.name for p in site_cache.iterdir())
+    words = subprocess.run([str(venv / "bin" / "streamdec"), "transcribe", "call.wav"], cwd=work,
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "STREAMDEC_HOME": str(home)})
+    assert words.returncode == 0, words.stderr
+    assert "PLEASE CALL ME BACK AT FIVE THIRTY" in words.stdout
+    assert sorted(p.name for p in site_cache.iterdir()) == before
+    assert not (home / "lang-cache").exists()
