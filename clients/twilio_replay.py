@@ -12,6 +12,9 @@ stream: channel 0 is the ``inbound`` track, channel 1 ``outbound``, each in its 
 messages. ``--param text_format=punct`` adds a ``customParameters`` entry (TwiML
 ``<Parameter>``; the server reads its endpoint rules and ``text_format`` there). ``--dtmf 5@1.0`` sends a ``dtmf`` message after 1 s of audio. The results are
 read from the server's ``/calls/{callSid}`` (joined before the call starts) and printed.
+``--twilio-auth-token-file F`` signs the handshake as Twilio does (``X-Twilio-Signature``:
+base64 HMAC-SHA1 of the URL, keyed with the auth token in F) and sends no bearer token on
+it (``--token`` still authorises the ``/calls`` subscription).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
+import hmac
 import json
 import secrets
 
@@ -63,6 +68,19 @@ def twilio_messages(pcm, call_id: str, stream_sid: str, frame_ms: int = 20,
                      "stop": {"accountSid": "AC" + "0" * 32, "callSid": call_id}}
 
 
+def twilio_handshake_kwargs(args: argparse.Namespace) -> dict:
+    """``websockets.connect`` options of the stream's socket: as the other clients', or, with
+    a Twilio auth token, Twilio's signature of the URL in place of the bearer token."""
+    kwargs = replay_connect_kwargs(args)
+    token_file = getattr(args, "twilio_auth_token_file", None)
+    if token_file:
+        with open(token_file, encoding="utf-8") as f:
+            token = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
+        mac = hmac.new(token.encode(), args.url.encode(), hashlib.sha1).digest()
+        kwargs["additional_headers"] = {"X-Twilio-Signature": base64.b64encode(mac).decode()}
+    return kwargs
+
+
 async def main(args: argparse.Namespace) -> list:
     pcm = read_call(args.file, RATE)
     if pcm.shape[1] > 2:
@@ -85,7 +103,7 @@ async def main(args: argparse.Namespace) -> list:
     frames: dict[int, list] = {}
     for n, message in messages:
         frames.setdefault(n, []).append(message)
-    async with websockets.connect(args.url, **replay_connect_kwargs(args)) as ws:
+    async with websockets.connect(args.url, **twilio_handshake_kwargs(args)) as ws:
         async for n in paced(max(frames) + 1, args.frame_ms, args.realtime):
             for message in frames.get(n, []):
                 await ws.send(json.dumps(message))
@@ -105,6 +123,8 @@ if __name__ == "__main__":
                    help="send a dtmf message at this point of the audio (may repeat)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a customParameters entry, as TwiML <Parameter> sets (may repeat)")
+    p.add_argument("--twilio-auth-token-file", metavar="FILE",
+                   help="sign the handshake with this Twilio auth token, as Twilio does")
     p.add_argument("--no-subscribe", action="store_true",
                    help="do not read the results from /calls/{callSid}")
     asyncio.run(main(p.parse_args()))

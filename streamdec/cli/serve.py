@@ -37,6 +37,8 @@ _FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
     ("--drain-timeout", "drain_timeout_seconds", float, "on SIGTERM: time for in-flight "
                                                        "streams to finish (s)"),
     ("--token-file", "token_file", str, "bearer tokens, one per line (default: no auth)"),
+    ("--twilio-auth-token-file", "twilio_auth_token_file", str, "Twilio's auth token: /twilio "
+                                                               "admits handshakes it signed"),
     ("--tls-cert", "tls_cert", str, "PEM certificate: serve wss:// and https://"),
     ("--tls-key", "tls_key", str, "PEM private key of --tls-cert"),
     ("--max-batch", "max_batch", int, "streams decoded in one batch"),

@@ -7,10 +7,19 @@ the ``Refusal`` (HTTP status and reason) the handshake answers with:
   (``Authorization: Bearer TOKEN``, or ``?token=TOKEN`` for browsers, which cannot set
   headers on a WebSocket);
 - 503 while the server drains (shutting down) or when ``max_connections`` are open.
+
+Twilio Media Streams can send neither a header of our choosing nor a query string (the
+``<Stream>`` URL takes none); Twilio signs its handshake instead, and its documentation asks
+the server to check that: ``X-Twilio-Signature`` is the base64 HMAC-SHA1 of the stream's URL
+(as written in the TwiML; a WebSocket handshake has no POST parameters to append), keyed with
+the account's auth token. ``Access.check_twilio`` admits ``/twilio`` by that signature when
+``server.twilio_auth_token_file`` is set (403 when it does not match), or by a bearer token.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +27,10 @@ from typing import Mapping
 
 from ..errors import ConfigError
 
-__all__ = ["Refusal", "Access", "read_tokens"]
+__all__ = ["Refusal", "Access", "read_tokens", "read_secret", "TwilioAuth", "twilio_signature",
+           "TWILIO_SIGNATURE_HEADER"]
+
+TWILIO_SIGNATURE_HEADER = "x-twilio-signature"
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,47 @@ def read_tokens(path: str | Path) -> frozenset[str]:
     return tokens
 
 
+def read_secret(path: str | Path, what: str) -> str:
+    """The one secret of a file (its first line that is not blank or a ``#`` comment)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ConfigError(f"{what} {path}: {e.strerror or e}") from None
+    secrets = [t.strip() for t in lines if t.strip() and not t.lstrip().startswith("#")]
+    if len(secrets) != 1:
+        raise ConfigError(f"{what} {path}: holds {len(secrets)} secrets, not one")
+    return secrets[0]
+
+
+def twilio_signature(auth_token: str, url: str) -> str:
+    """``X-Twilio-Signature`` of a request to ``url`` without POST parameters."""
+    mac = hmac.new(auth_token.encode(), url.encode(), hashlib.sha1).digest()
+    return base64.b64encode(mac).decode()
+
+
+@dataclass(frozen=True)
+class TwilioAuth:
+    """Checks ``X-Twilio-Signature``: ``stream_url`` is the ``<Stream>`` URL as written in the
+    TwiML (None: the handshake's own, ``wss://`` or ``ws://`` + its Host header, path and
+    query; set it when a proxy changes the host or path)."""
+
+    auth_token: str
+    stream_url: str | None = None
+
+    def urls(self, headers: Mapping[str, str], path: str, query_string: str) -> list[str]:
+        if self.stream_url is not None:
+            return [self.stream_url]
+        rest = f"{headers.get('host', '')}{path}" + (f"?{query_string}" if query_string else "")
+        return [f"wss://{rest}", f"ws://{rest}"]
+
+    def valid(self, headers: Mapping[str, str], path: str, query_string: str) -> bool:
+        given = headers.get(TWILIO_SIGNATURE_HEADER)
+        if not given:
+            return False
+        return any(hmac.compare_digest(given.encode(), twilio_signature(self.auth_token, u).encode())
+                   for u in self.urls(headers, path, query_string))
+
+
 def _presented(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
     auth = headers.get("authorization")
     if auth is not None:
@@ -51,8 +104,9 @@ class Access:
     """Admission of connections: tokens, the cap and the drain state."""
 
     def __init__(self, tokens: frozenset[str] | None, max_connections: int,
-                 share=None) -> None:
+                 share=None, twilio: TwilioAuth | None = None) -> None:
         self.tokens = tokens
+        self.twilio = twilio
         self.max_connections = max_connections
         self.open = 0  # admitted here and not released yet
         self.draining = False
@@ -71,6 +125,24 @@ class Access:
         if not self.authorized(headers, query):
             return Refusal(401, "missing or invalid bearer token (Authorization: Bearer "
                                 "TOKEN, or ?token=TOKEN)")
+        reason = self.capacity_refusal()
+        return None if reason is None else Refusal(503, reason)
+
+    def check_twilio(self, headers: Mapping[str, str], query: Mapping[str, str], path: str,
+                     query_string: str) -> Refusal | None:
+        """``check`` for ``/twilio``: with a Twilio auth token, a valid signature or a valid
+        bearer token admits (no signature nor token configured: open, as ``check``)."""
+        if self.twilio is None:
+            refusal = self.check(headers, query)
+            if refusal is not None and refusal.status == 401:
+                return Refusal(401, refusal.reason + "; Twilio sends neither: set "
+                                    "server.twilio_auth_token_file to admit it by its signature")
+            return refusal
+        if not (self.twilio.valid(headers, path, query_string)
+                or (self.tokens and self.authorized(headers, query))):
+            urls = " or ".join(self.twilio.urls(headers, path, query_string))
+            return Refusal(403, f"missing or invalid X-Twilio-Signature (HMAC-SHA1 of {urls} "
+                                "with server.twilio_auth_token_file's token)")
         reason = self.capacity_refusal()
         return None if reason is None else Refusal(503, reason)
 

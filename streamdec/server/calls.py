@@ -384,7 +384,7 @@ def call_routes(context) -> list[WebSocketRoute]:
     """The WebSocket routes of calls: ``/twilio``, ``/audiofork``, ``/calls/{call_id}``."""
 
     async def twilio(websocket: WebSocket) -> None:
-        refusal = context.refusal(websocket.headers, websocket.query_params)
+        refusal = context.twilio_refusal(websocket)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
         await websocket.accept()

@@ -47,6 +47,11 @@ class ServerConfig:
     drain_timeout_seconds: float = 30.0
     # bearer tokens, one per line (None: no auth); TLS certificate and key (PEM) for wss/https
     token_file: str | None = None
+    # Twilio's auth token (a file holding it): /twilio then admits a handshake signed with
+    # it (X-Twilio-Signature); twilio_stream_url: the <Stream> URL as written in the TwiML
+    # (None: the handshake's own wss://HOST/twilio; set it behind a proxy that rewrites them)
+    twilio_auth_token_file: str | None = None
+    twilio_stream_url: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
     # the engine: streams decoded in one batch, how long a ready stream waits for a batch
@@ -106,6 +111,13 @@ class ServerConfig:
                               f"{self.webhook_url!r}")
         if not isinstance(self.call_vad, bool):
             raise ConfigError(f"server.call_vad must be true or false, got {self.call_vad!r}")
+        if self.twilio_stream_url is not None:
+            if self.twilio_auth_token_file is None:
+                raise ConfigError("server.twilio_stream_url needs server.twilio_auth_token_file "
+                                  "(it is the URL whose signature is checked)")
+            if not self.twilio_stream_url.startswith(("wss://", "ws://")):
+                raise ConfigError(f"server.twilio_stream_url must be a wss:// URL, got "
+                                  f"{self.twilio_stream_url!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("server.tls_cert and server.tls_key go together")
         if not isinstance(self.engine, EngineConfig):

@@ -25,7 +25,7 @@ from ..appconfig import AudioConfig
 from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
 from ..recognizer import Recognizer
-from .access import Access, Refusal, read_tokens
+from .access import Access, Refusal, TwilioAuth, read_secret, read_tokens
 from .config import ServerConfig
 from .connection import Connection
 from .metrics import Metrics
@@ -83,8 +83,13 @@ class ServerContext:
                           multiprocess=share is not None)
         engine = Engine(recognizer, config.engine, metrics)
         tokens = read_tokens(config.token_file) if config.token_file else None
+        twilio = None
+        if config.twilio_auth_token_file:
+            twilio = TwilioAuth(read_secret(config.twilio_auth_token_file,
+                                            "server.twilio_auth_token_file"),
+                                config.twilio_stream_url)
         return cls(engine, config, audio or AudioConfig(), metrics,
-                   Access(tokens, config.max_connections, share), replica, share)
+                   Access(tokens, config.max_connections, share, twilio), replica, share)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -147,6 +152,11 @@ class ServerContext:
     # -- admission -------------------------------------------------------------------------
     def refusal(self, headers, query) -> Refusal | None:
         return self.access.check(headers, query)
+
+    def twilio_refusal(self, websocket) -> Refusal | None:
+        return self.access.check_twilio(websocket.headers, websocket.query_params,
+                                        websocket.scope["path"],
+                                        websocket.scope.get("query_string", b"").decode("latin-1"))
 
     def admit(self, protocol: str, connection: Connection | None = None) -> None:
         self.access.admit()
