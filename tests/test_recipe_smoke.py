@@ -22,7 +22,7 @@ def test_smoke_run_exports_a_loadable_model(tmp_path):
     sounds, docs = fake_asterisk(tmp_path / "asterisk")
     env = dict(os.environ, ASTERISK_SOUNDS=str(sounds), ASTERISK_DOCS=str(docs))
     proc = subprocess.run(["bash", str(RUN), "--smoke", "--finetune-min", "1", "--realvoice-min", "1",
-                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=240, env=env)
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=420, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     model = tmp_path / "exp" / "model"
     for name in ("encoder.onnx", "decoder.onnx", "joiner.onnx", "encoder.int8.onnx", "tokens.txt", "model.pt"):

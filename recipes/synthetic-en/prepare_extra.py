@@ -18,11 +18,9 @@ Usage: python prepare_extra.py OUT_DIR --source real [--copies 3] [--jobs 2] [--
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from streamdec.features import compute_fbank  # noqa: E402
 
 from augment import augment  # noqa: E402
 from real_voices import DOCS, ESPEAK_LANGUAGE, SOUNDS, prompts  # noqa: E402
+from shards import run_jobs, write_shard  # noqa: E402
 from synth import espeak_ipa  # noqa: E402
 
 SAMPLE_RATE = 16000
@@ -72,7 +71,7 @@ def real_item(item, rng: random.Random) -> tuple[np.ndarray, str]:
 
 
 def make_shard(path: Path, source: str, first: int, rows: list, seed: int) -> str:
-    feats, lens, texts, phones, descs = [], [], [], [], []
+    feats, texts, phones, descs = [], [], [], []
     for i, row in enumerate(rows):
         rng = random.Random(seed * 1_000_003 + first + i)
         if source == "piper":
@@ -86,16 +85,11 @@ def make_shard(path: Path, source: str, first: int, rows: list, seed: int) -> st
             ipa = re.sub(r"\([a-z-]+\)", "", espeak_ipa(text_foreign, ESPEAK_LANGUAGE[item[1]]))
         samples, rate, tag = augment(samples, rng, channel=True)
         f = compute_fbank(samples, rate)
-        feats.append(f.astype(np.float16))
-        lens.append(len(f))
+        feats.append(f)
         texts.append(text)
         phones.append(ipa)
         descs.append(f"{desc}|{tag}")
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, feats=np.concatenate(feats), lens=np.array(lens, np.int32), texts=np.array(texts),
-             phones=np.array(phones), desc=np.array(descs))
-    os.replace(tmp, path)
-    return f"{path.name}: {len(rows)} utts, {sum(lens) / 100 / 3600:.2f} h"
+    return write_shard(path, feats, texts, phones, descs)
 
 
 def main() -> None:
@@ -128,13 +122,7 @@ def main() -> None:
         path = args.out_dir / f"shard-{args.source}-{k:05d}.npz"
         if not path.exists():
             jobs.append((path, args.source, first, rows[first:first + args.shard_size], args.seed))
-    if args.jobs <= 1:
-        for job in jobs:
-            print(make_shard(*job), flush=True)
-        return
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for msg in pool.map(make_shard, *zip(*jobs)) if jobs else []:
-            print(msg, flush=True)
+    run_jobs(make_shard, jobs, args.jobs)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,7 @@ espeak-ng with probability 1 - flite_share, else a training flite voice), augmen
 (exactly the inference features, including the 8 kHz -> 16 kHz resampling for
 telephone-band utterances). Utterance i is fully determined by (seed, i).
 
-Shard ``OUT_DIR/shard-XXXXX.npz`` holds utterances [k*S, (k+1)*S):
-  feats   (sum_frames, 80) float16   concatenated fbank frames
-  lens    (S,) int32                 frames per utterance
-  texts   (S,) str                   normalised transcript
-  phones  (S,) str                   espeak-ng IPA of the spoken text
-  desc    (S,) str                   voice + augmentation description
+Shard ``OUT_DIR/shard-XXXXX.npz`` (format: ``shards.py``) holds utterances [k*S, (k+1)*S).
 Shards already present are skipped, so an interrupted run resumes.
 
 Usage: python prepare_train.py TRAIN_TXT OUT_DIR [--jobs 2] [--limit N] [--shard-size 500] [--channel]
@@ -20,10 +15,8 @@ Usage: python prepare_train.py TRAIN_TXT OUT_DIR [--jobs 2] [--limit N] [--shard
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: strea
 from streamdec.features import compute_fbank  # noqa: E402
 
 from augment import augment  # noqa: E402
+from shards import run_jobs, write_shard  # noqa: E402
 from synth import TRAIN_FLITE_VOICES, random_espeak_voice, random_flite_voice, synthesize, train_espeak_variants  # noqa: E402
 
 
@@ -50,18 +44,13 @@ def make_utterance(index: int, text: str, seed: int, flite_share: float,
 
 def make_shard(path: Path, first: int, texts: list[str], seed: int, flite_share: float,
                channel: bool = False) -> str:
-    feats, lens, phones, descs = [], [], [], []
+    feats, phones, descs = [], [], []
     for i, text in enumerate(texts):
         f, ipa, desc = make_utterance(first + i, text, seed, flite_share, channel)
-        feats.append(f.astype(np.float16))
-        lens.append(len(f))
+        feats.append(f)
         phones.append(ipa)
         descs.append(desc)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, feats=np.concatenate(feats), lens=np.array(lens, np.int32), texts=np.array(texts),
-             phones=np.array(phones), desc=np.array(descs))
-    os.replace(tmp, path)
-    return f"{path.name}: {len(texts)} utts, {sum(lens) / 100 / 3600:.2f} h"
+    return write_shard(path, feats, texts, phones, descs)
 
 
 def main() -> None:
@@ -87,13 +76,7 @@ def main() -> None:
         path = args.out_dir / f"shard-{k:05d}.npz"
         if not path.exists():
             jobs.append((path, first, texts[first:first + args.shard_size], args.seed, args.flite_share, args.channel))
-    if args.jobs <= 1:
-        for job in jobs:
-            print(make_shard(*job), flush=True)
-        return
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for msg in pool.map(make_shard, *zip(*jobs)) if jobs else []:
-            print(msg, flush=True)
+    run_jobs(make_shard, jobs, args.jobs)
 
 
 if __name__ == "__main__":
