@@ -5,7 +5,7 @@ Usage: python bench/textfmt_examples.py DEV_DIR TSV ID... [--out FILE.md]
 DEV_DIR holds the dev audio (``recipes/synthetic-en/make_dev.py`` writes it, e.g.
 ``/tmp/streamdec-dev/espeak``), TSV its references (``utt_id<TAB>text``, e.g.
 ``recipes/synthetic-en/dev/espeak.tsv``). Each ID is transcribed with the built-in model
-(default settings, as ``streamdec transcribe``) and its finals are shown as recognised
+(the built-in settings: greedy, as ``streamdec serve``) and its finals are shown as recognised
 (``raw``) and formatted (``full``: punctuation, casing, inverse text normalisation).
 Then the spoken sentences of the call-center list (``tests/data/itn_cases.tsv``) and
 their ``full`` formatting (words with made-up times: the text alone is shown).

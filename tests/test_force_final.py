@@ -124,10 +124,14 @@ def test_force_final_closes_the_segment_with_all_its_audio(rec, sentences):
     unbroken = run_stream(rec, np.concatenate([a, np.zeros(GAP, np.float32), b]),
                           endpoint=LONG)[0]
     n = len(spoken[0].words)
-    assert [(w.text, w.start, w.end) for w in spoken[0].words] == [
-        (w.text, w.start, w.end) for w in unbroken.words[-n:]]
-    assert spoken[0].absolute_timestamps == pytest.approx(unbroken.absolute_timestamps[
-        -len(spoken[0].timestamps):], abs=1e-6)
+    # the times are the unbroken stream's; the spelling may differ: the decoder's context
+    # restarts with the segment, as after any endpoint (sherpa-onnx's Reset), and the
+    # built-in model spells the first word after it TORKLOSES where the unbroken stream,
+    # with "THE" as context, has STORKLOSES
+    assert [(w.start, w.end) for w in spoken[0].words] == [
+        (w.start, w.end) for w in unbroken.words[-n:]]
+    assert spoken[0].words[0].text == unbroken.words[-n].text == "THE"
+    # (token by token the two differ where the spelling does: the words' times are the test)
 
 
 @pytest.mark.parametrize("rate, pieces", [(16000, PIECES), (8000, [37, 800, 10**7])])

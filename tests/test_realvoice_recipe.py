@@ -4,6 +4,7 @@ augmentations and the loss for utterances without an English transcript."""
 from __future__ import annotations
 
 import gzip
+import importlib
 import random
 import subprocess
 import sys
@@ -15,10 +16,24 @@ import soundfile as sf
 import torch
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "synthetic-en"
-sys.path.insert(0, str(RECIPE))
+# the recipe's modules by their plain names (as its scripts import them); another recipe's
+# test may have imported a module of the same name (punct-case's data.py) first
+_NAMES = ("augment", "real_voices", "data", "model", "train", "units", "greedy", "score",
+          "export", "rnnt_loss", "synth", "shards")
 
-import augment  # noqa: E402
-import real_voices  # noqa: E402
+
+def recipe_module(name: str):
+    for mod in _NAMES:
+        loaded = sys.modules.get(mod)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").parent != RECIPE:
+            del sys.modules[mod]
+    if sys.path[0] != str(RECIPE):
+        sys.path.insert(0, str(RECIPE))
+    return importlib.import_module(name)
+
+
+augment = recipe_module("augment")
+real_voices = recipe_module("real_voices")
 
 TRANSCRIPT = """\ufeff; Core Asterisk Sounds in Spanish
 
@@ -135,9 +150,9 @@ def test_channel_augmentation_is_off_for_the_shipped_recipe():
 
 
 def test_utterances_without_text_train_only_the_phoneme_head():
-    import train
-    from data import Utterance, collate
-    from model import ModelConfig, Transducer
+    train = recipe_module("train")
+    Utterance, collate = recipe_module("data").Utterance, recipe_module("data").collate
+    ModelConfig, Transducer = recipe_module("model").ModelConfig, recipe_module("model").Transducer
 
     torch.manual_seed(0)
     model = Transducer(ModelConfig(vocab_size=29, num_phones=12, d_model=32, num_layers=2))

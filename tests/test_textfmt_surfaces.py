@@ -69,9 +69,9 @@ def expected_cli(audio):
 
 def test_the_example_formats_at_each_level(expected):
     raw, punct, full = (expected[k][-1] for k in ("raw", "punct", "full"))
-    assert raw.display is None and raw.text.endswith("PLEASE CALL MUBACK AT FIVE THIRTY")
-    assert punct.display.endswith("call muback at five thirty.")
-    assert full.display.endswith("call muback at 5:30.")
+    assert raw.display is None and raw.text.endswith("PLEASE CALL ME BACK AT FIVE THIRTY")
+    assert punct.display.endswith("call me back at five thirty.")
+    assert full.display.endswith("call me back at 5:30.")
     assert full.display_words[-1].text == "5:30."
     five, thirty = full.words[-2], full.words[-1]
     assert (full.display_words[-1].start, full.display_words[-1].end) == (five.start,

@@ -271,5 +271,9 @@ def test_transcribe_command_with_a_lang_directory(model_dirs, lang, tmp_path, ca
     words = [w["word"] for w in final["words"]]
     assert words and set(words[:-1]) <= set(LEXICON)
     assert main(["transcribe", str(wav), "--model", str(model_dirs["zipformer2"]),
-                 "--lang", str(lang)]) == 2  # greedy cannot use words: a clear error
+                 "--search", "greedy", "--lang", str(lang)]) == 2  # greedy cannot use words
     assert "beam search" in capsys.readouterr().err
+    # --lang without --search: transcribe's words settings (the accurate config) with them
+    assert main(["transcribe", str(wav), "--model", str(model_dirs["zipformer2"]),
+                 "--lang", str(lang), "--format", "jsonl", "--no-endpoint"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()][-1]["type"] == "final"
