@@ -568,3 +568,60 @@ def test_vad_option_over_the_vosk_protocol(server, rec, sentences):
         want = [r.text for r in finals(decode_in_pieces(rec, pcm, 4000, vad=bool(query)))
                 if r.text]
         assert len(texts) == count and texts == want
+
+
+# -- a streaming conformer behind the VAD: processed_lens counts the chunks it ran ------------
+CONFORMER = REPO / "tests" / "fixtures" / "published-layouts" / "C-streaming-conformer"
+
+
+@pytest.fixture(scope="module")
+def conformer():
+    from streamdec import ModelConfig
+
+    return Recognizer(RecognizerConfig(model=ModelConfig(model_dir=str(CONFORMER))))
+
+
+def test_a_gated_conformer_counts_only_the_chunks_it_encodes(conformer, sentences):
+    """sherpa-onnx feeds ``processed_lens``, the frames the encoder has seen (its attention
+    cache's length). Skipped silence never advances it; after a skip the encoder starts
+    afresh (initial states: empty caches, counter 0), so each stretch of speech counts
+    0, S, 2S, ... on its own."""
+    model = conformer.model
+    seen: list[list[int]] = []
+    encode = model.encode
+
+    def spy(x, states):
+        seen.append(states[-1].reshape(-1).tolist())  # processed_lens: the last state
+        return encode(x, states)
+
+    audio = np.concatenate([silence(3.0), sentences[0], silence(4.0), sentences[1], silence(2.0)])
+    model.encode = spy
+    try:
+        gated = decode_in_pieces(conformer, audio, 1600, vad=True)
+    finally:
+        model.encode = encode
+    shift = conformer.meta.chunk_shift
+    plain_chunks = (len(audio) // conformer.config.features.frame_shift_samples) // shift
+    assert 0 < len(seen) < plain_chunks  # silence was skipped
+    counts = [row[0] for row in seen]
+    runs = [[]]
+    for c in counts:
+        if c == 0 and runs[-1]:
+            runs.append([])
+        runs[-1].append(c)
+    assert len(runs) == 2  # one per speech region: the silences between them are skipped
+    assert all(run == [shift * k for k in range(len(run))] for run in runs), counts
+    assert tokens(gated), "the random-weight conformer still emits tokens on speech"
+
+
+@pytest.mark.parametrize("piece", [160, 10**7])
+def test_a_gated_conformer_is_chunking_and_batch_invariant(conformer, sentences, piece):
+    audios = [np.concatenate([silence(1.0), sentences[0], silence(2.5), sentences[1]]),
+              np.concatenate([sentences[2], silence(3.0), sentences[3]])]
+    alone = [key(finals(decode_in_pieces(conformer, a, 1600, vad=True))) for a in audios]
+    assert [key(finals(decode_in_pieces(conformer, a, piece, vad=True))) for a in audios] == alone
+    # decoded together (their counters differ once one skips silence the other does not)
+    streams = [conformer.create_stream(vad=v) for v in (True, True, False)]
+    together = decode_together(conformer, streams, audios + [audios[0]], piece)
+    assert [key(finals(e)) for e in together[:2]] == alone
+    assert key(finals(together[2])) == key(finals(decode_in_pieces(conformer, audios[0], 1600)))
