@@ -25,8 +25,8 @@ import uuid
 
 import websockets
 
-from call_common import (add_call_args, calls_url, paced, print_message, read_call,
-                         replay_connect_kwargs, subscribe)
+from call_common import (add_call_args, joined, paced, print_message, read_call,
+                         replay_connect_kwargs)
 
 SUBPROTOCOL = "audio.drachtio.org"
 
@@ -48,12 +48,7 @@ async def main(args: argparse.Namespace) -> tuple[list, list]:
     size = args.rate * args.frame_ms // 1000
     out: list = []
     replies: list = []
-    reader = None
-    if not args.no_subscribe:
-        ready = asyncio.Event()
-        reader = asyncio.ensure_future(subscribe(calls_url(args.url, call_id), args, ready, out))
-        await asyncio.wait({reader, asyncio.ensure_future(ready.wait())},
-                           return_when=asyncio.FIRST_COMPLETED)
+    reader = None if args.no_subscribe else await joined(args.url, call_id, args, out)
     async with websockets.connect(args.url, subprotocols=[SUBPROTOCOL],
                                   **replay_connect_kwargs(args)) as ws:
         async def read() -> None:

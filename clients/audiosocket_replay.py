@@ -20,7 +20,7 @@ import argparse
 import asyncio
 import uuid
 
-from call_common import add_call_args, calls_url, paced, read_call, subscribe
+from call_common import add_call_args, joined, paced, read_call
 
 #: frame type -> sample rate (Asterisk's res_audiosocket)
 AUDIO_TYPES = {8000: 0x10, 12000: 0x11, 16000: 0x12, 24000: 0x13, 32000: 0x14, 44100: 0x15,
@@ -72,11 +72,7 @@ async def main(args: argparse.Namespace) -> list:
     readers = []
     for call_id in ids:
         if not args.no_subscribe:
-            ready = asyncio.Event()
-            readers.append(asyncio.ensure_future(
-                subscribe(calls_url(args.url, str(call_id)), args, ready, out)))
-            await asyncio.wait({readers[-1], asyncio.ensure_future(ready.wait())},
-                               return_when=asyncio.FIRST_COMPLETED)
+            readers.append(await joined(args.url, str(call_id), args, out))
     await asyncio.gather(*[
         send_call(args.host, args.port,
                   audiosocket_frames(pcm[:, c], ids[c], args.rate, args.frame_ms,

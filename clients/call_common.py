@@ -20,7 +20,7 @@ import websockets
 from common import connect_kwargs, read_file
 
 __all__ = ["read_call", "mulaw_encode", "paced", "print_message", "subscribe",
-           "add_call_args", "calls_url"]
+           "add_call_args", "calls_url", "joined"]
 
 
 def read_call(path: str, rate: int) -> np.ndarray:
@@ -91,6 +91,16 @@ async def subscribe(url: str, args: argparse.Namespace, ready: asyncio.Event,
             message = json.loads(text)
             out.append(message)
             print_message(message, args.json, args.partials)
+
+
+async def joined(url: str, call_id: str, args: argparse.Namespace, out: list) -> asyncio.Future:
+    """Start reading the call's ``/calls/{id}`` (``subscribe``) and return once it is joined
+    (or has failed): the task, to await after the call."""
+    ready = asyncio.Event()
+    reader = asyncio.ensure_future(subscribe(calls_url(url, call_id), args, ready, out))
+    await asyncio.wait({reader, asyncio.ensure_future(ready.wait())},
+                       return_when=asyncio.FIRST_COMPLETED)
+    return reader
 
 
 def replay_connect_kwargs(args: argparse.Namespace) -> dict:

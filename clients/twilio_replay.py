@@ -29,8 +29,8 @@ import secrets
 
 import websockets
 
-from call_common import (add_call_args, calls_url, mulaw_encode, paced, read_call,
-                         replay_connect_kwargs, subscribe)
+from call_common import (add_call_args, joined, mulaw_encode, paced, read_call,
+                         replay_connect_kwargs)
 
 RATE = 8000
 TRACKS = ("inbound", "outbound")
@@ -91,12 +91,7 @@ async def main(args: argparse.Namespace) -> list:
         digit, _, at = spec.partition("@")
         dtmf[int(float(at or 0) * RATE)] = digit
     out: list = []
-    reader = None
-    if not args.no_subscribe:
-        ready = asyncio.Event()
-        reader = asyncio.ensure_future(subscribe(calls_url(args.url, call_id), args, ready, out))
-        await asyncio.wait({reader, asyncio.ensure_future(ready.wait())},
-                           return_when=asyncio.FIRST_COMPLETED)
+    reader = None if args.no_subscribe else await joined(args.url, call_id, args, out)
     custom = dict(p.partition("=")[::2] for p in args.param)
     messages = list(twilio_messages(pcm, call_id, "MZ" + secrets.token_hex(16), args.frame_ms,
                                     dtmf, custom))
