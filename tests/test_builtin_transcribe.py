@@ -22,14 +22,21 @@ SENTENCES = ["please call me back tomorrow morning",
              "thank you for calling have a nice day"]
 
 
-def cer(ref: str, hyp: str) -> float:
-    r, h = ref.upper(), hyp.upper()
+def _edits(r, h) -> int:
     d = list(range(len(h) + 1))
     for i in range(1, len(r) + 1):
         prev, d[0] = d[0], i
         for j in range(1, len(h) + 1):
             prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r[i - 1] != h[j - 1]))
-    return d[len(h)] / max(1, len(r))
+    return d[len(h)]
+
+
+def cer(ref: str, hyp: str) -> float:
+    return _edits(ref.upper(), hyp.upper()) / max(1, len(ref))
+
+
+def wer(ref: str, hyp: str) -> float:
+    return _edits(ref.upper().split(), hyp.upper().split()) / max(1, len(ref.split()))
 
 
 def speak(text: str, path, voice: str = "en-us+m3") -> np.ndarray:
@@ -63,6 +70,10 @@ def test_readme_example_is_transcribed():
                              "--search", "greedy"], capture_output=True, text=True, timeout=120)
     assert greedy.returncode == 0 and f"`--search greedy` (what `serve` uses by default) gives " \
         f"`{greedy.stdout.strip()}`" in readme, greedy.stdout
+    # the error rates README gives for both
+    assert wer(ref, p.stdout.strip()) == 3 / 18 and "(3 of 18 words wrong)" in readme
+    assert (round(100 * cer(ref, greedy.stdout.strip())), round(100 * wer(ref, greedy.stdout.strip()))) \
+        == (16, 39) and "(16% of the letters wrong, 39% of the words)" in readme
 
 
 @pytest.mark.parametrize("n", range(len(SENTENCES)))
