@@ -150,9 +150,9 @@ def test_channel_augmentation_is_off_for_the_shipped_recipe():
 
 
 def test_utterances_without_text_train_only_the_phoneme_head():
-    train = recipe_module("train")
-    Utterance, collate = recipe_module("data").Utterance, recipe_module("data").collate
-    ModelConfig, Transducer = recipe_module("model").ModelConfig, recipe_module("model").Transducer
+    train, data, model_module = (recipe_module(n) for n in ("train", "data", "model"))
+    Utterance, collate = data.Utterance, data.collate
+    ModelConfig, Transducer = model_module.ModelConfig, model_module.Transducer
 
     torch.manual_seed(0)
     model = Transducer(ModelConfig(vocab_size=29, num_phones=12, d_model=32, num_layers=2))
