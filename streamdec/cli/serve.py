@@ -11,7 +11,6 @@ variables, then these flags (see ``streamdec.server.config``); ``--ray``'s from 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import logging
 import os
@@ -48,6 +47,8 @@ _FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
                                     "loads the model; default 1)"),
     ("--max-pending-seconds", "max_pending_seconds", float,
      "undecoded audio per stream before its reads pause"),
+    ("--event-loop", "event_loop", str, "uvloop, asyncio or auto (default: uvloop where "
+                                        "installed)"),
 ]
 
 
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--replicas and --ray-address go with --ray")
     try:
         from ..server.context import ServerContext
-        from ..server.run import serve
+        from ..server.run import run_loop, serve
     except ImportError as e:
         print(f"streamdec: error: serve needs the server extra (pip install "
               f"'streamdec[server]'): {e}", file=sys.stderr)
@@ -131,4 +132,4 @@ def run(args: argparse.Namespace) -> int:
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
     context = ServerContext.create(recognizer, config, app.audio)
-    return asyncio.run(serve(context))
+    return run_loop(serve(context), config.event_loop)

@@ -26,6 +26,7 @@ from .endpointing import EndpointLimits
 __all__ = ["ServerConfig", "ENV_PREFIX", "env_overrides", "SETTINGS", "ENGINE_KEYS"]
 
 ENV_PREFIX = "STREAMDEC_"
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,9 @@ class ServerConfig:
     # recognizer and engine each; 1: this process serves)
     processes: int = 1
     call_vad: bool = True
+    # the event loop each server process runs: uvloop (libuv: less CPU per WebSocket
+    # message), asyncio (the standard library's), auto (uvloop where it is installed)
+    event_loop: str = "auto"
 
     def __post_init__(self) -> None:
         require_finite(self, "server")
@@ -109,6 +113,9 @@ class ServerConfig:
                                                                              "https://")):
             raise ConfigError(f"server.webhook_url must be an http:// or https:// URL, got "
                               f"{self.webhook_url!r}")
+        if self.event_loop not in EVENT_LOOPS:
+            raise ConfigError(f"server.event_loop must be one of {', '.join(EVENT_LOOPS)}, "
+                              f"got {self.event_loop!r}")
         if not isinstance(self.call_vad, bool):
             raise ConfigError(f"server.call_vad must be true or false, got {self.call_vad!r}")
         if self.twilio_stream_url is not None:

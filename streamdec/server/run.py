@@ -7,6 +7,8 @@ starts the engine and serves until SIGTERM or SIGINT. Then, in this order: stop 
 connection closes; at most ``drain_timeout_seconds``), stop the listeners, stop the engine,
 return 0. A second signal exits at once (status 128 + signal number).
 
+``run_loop(serve(context), config.event_loop)`` runs it on uvloop where installed.
+
 uvicorn's own signal handling is turned off: it would close WebSockets with 1012 before
 their last results are sent.
 """
@@ -20,7 +22,7 @@ import logging
 import os
 import signal
 import socket
-from typing import Callable
+from typing import Callable, Coroutine
 
 import uvicorn
 
@@ -29,7 +31,7 @@ from .app import create_app
 from .calls import serve_audiosocket
 from .context import ServerContext
 
-__all__ = ["serve", "bind"]
+__all__ = ["serve", "bind", "run_loop"]
 
 log = logging.getLogger("streamdec.server")
 
@@ -65,6 +67,23 @@ def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     sock.set_inheritable(True)
     return sock
+
+
+def run_loop(main: Coroutine[object, object, int], kind: str = "auto") -> int:
+    """Run ``main`` on a new event loop of ``kind`` (``ServerConfig.event_loop``): uvloop,
+    asyncio, or auto (uvloop when it can be imported). ConfigError when uvloop is asked for
+    by name and is not installed."""
+    if kind != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if kind == "uvloop":
+                main.close()
+                raise ConfigError("server.event_loop uvloop: the uvloop package is not "
+                                  "installed (pip install 'streamdec[server]')") from None
+        else:
+            return uvloop.run(main)
+    return asyncio.run(main)
 
 
 def _uvicorn_config(app, context: ServerContext) -> uvicorn.Config:
@@ -120,10 +139,12 @@ async def serve(context: ServerContext, reuse_port: bool = False,
         await asyncio.gather(*tasks, return_exceptions=True)
         await context.stop()
         return 1
+    loop_name = "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") \
+        else "asyncio"
     for (port, _, protocols), sock in zip(plan, sockets):
         host, bound = sock.getsockname()[:2]
         log.info(json.dumps({"event": "listening", "url": f"{scheme}://{host}:{bound}",
-                             "port": bound, "serves": protocols}))
+                             "port": bound, "serves": protocols, "event_loop": loop_name}))
     audiosocket = None  # Asterisk AudioSocket calls: plain TCP, its own port
     if config.audiosocket_port is not None:
         sock = bind(config.host, config.audiosocket_port, reuse_port)

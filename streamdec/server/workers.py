@@ -159,12 +159,10 @@ def _forget(share: ServerShare, index: int, pid: int) -> None:
 
 def _worker_main(app, index: int, share: ServerShare, supervisor: int) -> None:
     """One worker process: a recognizer, an engine and the listeners (SO_REUSEPORT)."""
-    import asyncio
-
     from ..errors import StreamdecError
     from ..recognizer import Recognizer
     from .context import ServerContext
-    from .run import serve
+    from .run import run_loop, serve
 
     os.setpgrp()  # a terminal's Ctrl-C reaches the supervisor only, which passes it on
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -174,7 +172,8 @@ def _worker_main(app, index: int, share: ServerShare, supervisor: int) -> None:
     try:
         context = ServerContext.create(Recognizer(app.recognizer), app.server, app.audio,
                                        replica=f"worker-{index}", share=share)
-        status = asyncio.run(serve(context, reuse_port=True, on_listening=share.set_ready))
+        status = run_loop(serve(context, reuse_port=True, on_listening=share.set_ready),
+                          app.server.event_loop)
     except StreamdecError as e:  # a model, file or port it cannot use: said once, plainly
         log.error("streamdec: error: %s", e)
         status = 2
