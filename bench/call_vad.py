@@ -102,8 +102,9 @@ def one_run(paths: list[Path], refs: list, call_vad: bool, model: list[str],
     config = folder / f"call_vad_{str(call_vad).lower()}.toml"
     config.write_text(f"[server]\ncall_vad = {str(call_vad).lower()}\n")
     port = free_port()
-    proc = serve_streamdec(port, ["--config", str(config), *model])
-    server = Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, proc.args, None, proc)
+    proc, log = serve_streamdec(port, ["--config", str(config), *model])
+    server = Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, proc.args, None, proc,
+                    log=log)
     try:
         cpu0, _ = server.sample()
         t0 = time.monotonic()

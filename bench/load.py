@@ -7,6 +7,8 @@ against sherpa-onnx's C++ server on the same model files, A/B alternated.
     python bench/load.py --streams 10 --memory-probe 50 --message-cost 2000 --out mem.json
     python bench/load.py --peer streamdec --streams 40 --out one.json    # one server
     python bench/load.py --url ws://127.0.0.1:6006/ --pid 1234 ...       # a server already up
+    python bench/load.py --peer streamdec --b-arg=--event-loop --b-arg=asyncio \
+        --streams 100 --runs 3 --out ab.json     # A/B of a streamdec setting
     python bench/load.py --peer streamdec --server-arg=--ray --server-arg=--config \
         --server-arg=bench/ray.toml --streams 40 --out ray.json          # streamdec serve --ray
 
@@ -52,6 +54,20 @@ run. For streamdec the server's own chunk-to-result histogram
 under Ray: a model chunk's last sample accepted -> its results) is reported as ``server_latency`` (percentiles interpolated within
 its buckets).
 
+Where a run's latency goes wrong, ``diagnostics`` says when and on which side:
+``timeline`` (per ``TIMELINE_SECONDS`` window from the start: results, results over
+``SLOW_MS``, the largest chunk latency and send lag), ``client_loop_lag`` (times the load
+generator's own event loop ran a ``LAG_TICK`` timer ``LAG_LOG`` s late or more: a stalled
+client, not server), ``steal`` (the machine's CPU time stolen by the hypervisor and its busy
+share, per second from ``/proc/stat``: a stalled VM stalls both sides) and
+``server_events`` (the server's own log events during the run, counted by name, its
+``loop_lag`` and ``reads_paused`` lines with their times: streamdec's stall diagnostics).
+
+``--b-arg`` (repeat) adds a third server, ``streamdec_b``: ``streamdec serve`` with these
+arguments after ``--server-arg``'s, alternated with the others: every configuration then
+holds ``b_ratios`` (the same figures as ``ratios``, streamdec / streamdec_b: > 1 when B is
+better), the A/B of one setting measured under the same load in the same run.
+
 ``--message-cost M`` measures, on a fresh server of each peer, the server's CPU per
 WebSocket message (M empty messages: the transport alone; M messages of 10 ms audio,
 decoded). ``--memory-probe K`` measures, on a fresh server of each peer, the RSS with the
@@ -68,6 +84,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import dataclasses
 import json
 import os
 import re
@@ -91,6 +108,11 @@ from latency import Pacing, percentiles, sherpa_extra_frames  # noqa: E402
 from servers import PEERS, REPORT_KEYS, Settings, Target, proc_sample  # noqa: E402
 
 RATE = 16000
+B_KEY = "streamdec_b"  # the report key of --b-arg's server
+TIMELINE_SECONDS = 10.0  # the diagnostics' timeline window
+SLOW_MS = 250.0  # a chunk latency counted as slow in the timeline
+LAG_TICK = 0.05  # the load generator's loop watch: its timer period
+LAG_LOG = 0.1  # and the lateness it records
 
 
 # -- the server process ---------------------------------------------------------------------
@@ -135,6 +157,90 @@ def scrape(url: str | None) -> str:
         return ""
 
 
+# -- diagnostics ---------------------------------------------------------------------------------
+class Timeline:
+    """Per-window figures of a run, to see when latency went wrong: for each
+    ``TIMELINE_SECONDS`` window from ``t0``, [results, results over ``SLOW_MS``, largest
+    chunk latency ms, largest send lag s]."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.windows: dict[int, list] = {}
+
+    def _row(self, now: float) -> list:
+        return self.windows.setdefault(int(max(0.0, now - self.t0) // TIMELINE_SECONDS),
+                                       [0, 0, 0.0, 0.0])
+
+    def latency(self, now: float, seconds: float) -> None:
+        row = self._row(now)
+        row[0] += 1
+        row[1] += seconds * 1000 > SLOW_MS
+        row[2] = max(row[2], seconds * 1000)
+
+    def send_lag(self, now: float, seconds: float) -> None:
+        row = self._row(now)
+        row[3] = max(row[3], seconds)
+
+    def report(self) -> list[list]:
+        """[window start s, results, slow, max ms, max send lag s] per window."""
+        return [[round(k * TIMELINE_SECONDS), n, slow, round(worst, 1), round(lag, 3)]
+                for k, (n, slow, worst, lag) in sorted(self.windows.items())]
+
+
+async def watch_loop(t0: float, out: list) -> None:
+    """Record when this process's event loop ran a timer ``LAG_LOG`` s late or more:
+    (seconds since t0, lateness)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + LAG_TICK
+        await asyncio.sleep(LAG_TICK)
+        lag = loop.time() - due
+        if lag >= LAG_LOG:
+            out.append((round(loop.time() - t0, 2), round(lag, 3)))
+
+
+def cpu_times() -> tuple[int, int]:
+    """(total, steal) jiffies of the whole machine so far (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(fields[:8]), fields[7] if len(fields) > 7 else 0
+
+
+def steal_report(samples: list[tuple[float, int, int]]) -> dict:
+    """The stolen share of the machine's CPU time per second: its largest and the seconds
+    with 10 % or more (t, percent)."""
+    shares = []
+    for (t, total0, steal0), (_, total1, steal1) in zip(samples, samples[1:]):
+        if total1 > total0:
+            shares.append((round(t), round(100 * (steal1 - steal0) / (total1 - total0), 1)))
+    return {"max_percent": max((x for _, x in shares), default=0.0),
+            "seconds_over_10_percent": [x for x in shares if x[1] >= 10][:40]}
+
+
+def server_events(lines: list[tuple[float, str]], t0: float) -> dict:
+    """The server's JSON log events (``{"event": ...}``): counts by name, and its stall
+    events (``loop_lag``, ``reads_paused``) with their time since ``t0``, the longest 40."""
+    counts: dict[str, int] = {}
+    stalls = []
+    for t, line in lines:
+        start = line.find('{"event"')
+        if start < 0:
+            continue
+        try:
+            event = json.loads(line[start:])
+        except ValueError:
+            continue
+        name = event.pop("event", "?")
+        counts[name] = counts.get(name, 0) + 1
+        if name in ("loop_lag", "reads_paused"):
+            stalls.append({"t": round(t - t0, 2), "event": name, **event})
+    stalls.sort(key=lambda e: -e.get("seconds", 0))
+    return {"counts": counts, "stalls": sorted(stalls[:40], key=lambda e: e["t"])}
+
+
 # -- one client ----------------------------------------------------------------------------------
 @dataclass
 class Program:
@@ -144,19 +250,27 @@ class Program:
     ends: list[int]  # sample after each utterance's gap (its endpoint needs the gap)
 
 
-def build_program(utts, gap: float, start: int, seconds: float) -> Program:
-    """Utterances from ``start`` on (cycling), each + ``gap`` seconds of silence, until
-    ``seconds``."""
-    pieces, starts, ends, pos, i = [], [], [], 0, start
+def build_programs(utts, gap: float, seconds: float, count: int) -> list[Program]:
+    """``count`` programs: client n sends the utterances from utterance n on (cycling),
+    each + ``gap`` seconds of silence, until ``seconds``. Their audio is views of one
+    array of the cycle repeated (100 clients of 10 minutes would otherwise hold 4 GB, and
+    building it took seconds)."""
     silence = np.zeros(int(gap * RATE), np.float32)
-    while pos < seconds * RATE:
-        u = utts[i % len(utts)]
-        pieces += [u, silence]
-        starts.append(pos)
-        pos += len(u) + len(silence)
-        ends.append(pos)
-        i += 1
-    return Program(np.concatenate(pieces), starts, ends)
+    cycle = np.concatenate([x for u in utts for x in (u, silence)])
+    offsets = np.cumsum([0] + [len(u) + len(silence) for u in utts])  # each utterance's
+    repeats = int(np.ceil((seconds * RATE + 2 * len(cycle)) / len(cycle)))
+    tiled = np.tile(cycle, repeats)
+    programs = []
+    for n in range(count):
+        starts, ends, pos, i = [], [], 0, n
+        while pos < seconds * RATE:
+            starts.append(pos)
+            pos += len(utts[i % len(utts)]) + len(silence)
+            ends.append(pos)
+            i += 1
+        first = int(offsets[n % len(utts)])
+        programs.append(Program(tiled[first:first + pos], starts, ends))
+    return programs
 
 
 @dataclass
@@ -178,7 +292,7 @@ class ClientStats:
 
 
 async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_start: float,
-                     stats: ClientStats) -> None:
+                     stats: ClientStats, timeline: Timeline | None = None) -> None:
     """Send ``program`` in ``chunk``-sample messages paced at real time from ``t_start``,
     then ``Done``; time every token's first appearance (``pacing``: which message completed
     the model chunk of an encoder frame) and check the finals."""
@@ -208,6 +322,8 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                 stats.unmatched += 1
             else:
                 stats.chunk_latency.append(now - completed)
+                if timeline is not None:
+                    timeline.latency(now, now - completed)
         if r.get("is_final") and r.get("text"):
             end = int((r["start_time"] + (r["timestamps"] or [0])[-1]) * RATE)
             i = bisect.bisect_right(program.starts, end) - 1
@@ -239,6 +355,8 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                     await asyncio.sleep(delay)
                 else:
                     stats.max_send_lag = max(stats.max_send_lag, -delay)
+                    if timeline is not None:
+                        timeline.send_lag(time.monotonic(), -delay)
                 sent_at.append(time.monotonic())
                 await ws.send(audio[k:k + chunk].tobytes())
                 while (stats.utterances < len(program.ends)
@@ -317,22 +435,27 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
     """``streams`` clients against ``server``, bounded by ``--seconds`` + ``--grace``."""
     chunk = pacing.piece
     stats = [ClientStats() for _ in range(streams)]
-    t0 = time.monotonic() + 1.0
+    programs = build_programs(utts, args.gap, args.seconds, streams)
+    t0 = time.monotonic() + 1.0  # after the programs are built: the clients start on time
+    timeline = Timeline(t0)
     tasks = []
-    for n, s in enumerate(stats):
-        program = build_program(utts, args.gap, n, args.seconds)
+    for n, (s, program) in enumerate(zip(stats, programs)):
         start = t0 + (n % 20) * args.chunk_ms / 1000 / 20  # spread the clients' send times
         tasks.append(asyncio.ensure_future(run_client(server.url, program, chunk, pacing,
-                                                      start, s)))
+                                                      start, s, timeline)))
     samples = []  # (t, cpu, rss) each second
+    machine_cpu = []  # (t, total jiffies, steal jiffies) each second
+    client_lags: list = []
 
     async def sampler():
         while True:
             cpu, rss = server.sample()
             samples.append((time.monotonic() - t0, cpu, rss))
+            machine_cpu.append((time.monotonic() - t0, *cpu_times()))
             await asyncio.sleep(1.0)
 
     sampling = asyncio.ensure_future(sampler())
+    watching = asyncio.ensure_future(watch_loop(t0, client_lags))
     client_cpu0 = proc_sample(os.getpid())[0]
     _, pending = await asyncio.wait(tasks, timeout=1.0 + args.seconds + args.grace)
     client_cpu = 100 * (proc_sample(os.getpid())[0] - client_cpu0) / (time.monotonic() - t0
@@ -341,6 +464,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
         task.cancel()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     sampling.cancel()
+    watching.cancel()
     for s, r in zip(stats, results):
         if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
             s.error = repr(r)
@@ -371,6 +495,12 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
                               round(100 * (rss_steady[-1] - rss_steady[0]) / rss_steady[0], 2)
                               if rss_steady else None},
         "rss_timeline_mb": [(round(t), round(r / 2**20, 1)) for t, _, r in samples[::10]],
+        "diagnostics": {
+            "timeline": timeline.report(),
+            "client_loop_lag": sorted(client_lags, key=lambda x: -x[1])[:40],
+            "steal": steal_report(machine_cpu),
+            "server_events": server_events(server.log.since(t0 - 1.0), t0)
+            if server.log is not None else None},
     }
     f = report["finals"]
     report["sustained"] = (not report["client_errors"] and report["unfinished"] == 0
@@ -424,18 +554,27 @@ def lower_is_better(ours, theirs) -> float | None:
     return None if ours is None or theirs is None else ratio(ours, theirs, False)
 
 
+FIGURES = {"chunk_latency_p95": ("chunk_latency_ms", "p95"),
+           "chunk_latency_p99": ("chunk_latency_ms", "p99"),
+           "token_latency_p95": ("token_latency_ms", "p95"),
+           "server_cpu": ("server_cpu_percent",),
+           "server_rss_max": ("server_rss_mb", "max")}
+
+
+def figure_ratios(ours: dict, theirs: dict) -> dict:
+    """theirs / ours of each of ``FIGURES`` (lower is better: > 1 when ours is better)."""
+    return {name: lower_is_better(median(ours, *path), median(theirs, *path))
+            for name, path in FIGURES.items()}
+
+
 def compare(conf: dict) -> None:
     """``ratio`` and ``ratios`` of a configuration that holds both peers (> 1: streamdec is
-    better)."""
+    better); ``b_ratios`` where it holds ``streamdec_b`` (> 1: B is better)."""
+    if "streamdec" in conf and B_KEY in conf:
+        conf["b_ratios"] = figure_ratios(conf[B_KEY], conf["streamdec"])
     if "streamdec" not in conf or "sherpa_onnx" not in conf:
         return
-    ours, theirs = conf["streamdec"], conf["sherpa_onnx"]
-    figures = {"chunk_latency_p95": ("chunk_latency_ms", "p95"),
-               "token_latency_p95": ("token_latency_ms", "p95"),
-               "server_cpu": ("server_cpu_percent",),
-               "server_rss_max": ("server_rss_mb", "max")}
-    conf["ratios"] = {name: lower_is_better(median(ours, *path), median(theirs, *path))
-                      for name, path in figures.items()}
+    conf["ratios"] = figure_ratios(conf["streamdec"], conf["sherpa_onnx"])
     conf["ratio"] = conf["ratios"]["chunk_latency_p95"]
 
 
@@ -488,6 +627,9 @@ def add_peer_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-dir", help="model folder (default: the built-in model)")
     g.add_argument("--server-arg", action="append", default=[],
                    help="extra argument for streamdec serve (repeat)")
+    g.add_argument("--b-arg", action="append", default=[],
+                   help="A/B: also start streamdec_b, streamdec serve with this extra "
+                        "argument (repeat)")
     g.add_argument("--sherpa-arg", action="append", default=[],
                    help="extra argument for sherpa-onnx-online-websocket-server, as "
                         "--name=value (repeat)")
@@ -509,7 +651,11 @@ def peer_starts(args, rec, search: str) -> dict[str, Callable[[], Target]]:
                         search=search, beam=args.beam, threads=args.threads,
                         max_batch=args.max_batch, streamdec_args=tuple(args.server_arg),
                         sherpa_args=tuple(args.sherpa_arg))
-    return {REPORT_KEYS[n]: (lambda n=n: PEERS[n](settings)) for n in args.peer}
+    starts = {REPORT_KEYS[n]: (lambda n=n: PEERS[n](settings)) for n in args.peer}
+    if args.b_arg:
+        b = dataclasses.replace(settings, streamdec_args=(*args.server_arg, *args.b_arg))
+        starts[B_KEY] = lambda: dataclasses.replace(PEERS["streamdec"](b), name=B_KEY)
+    return starts
 
 
 def chunk_pacing(args, rec, server_name: str) -> Pacing:
@@ -539,6 +685,7 @@ def measure(args) -> dict:
         "chunk_ms": args.chunk_ms, "gap": args.gap, "utterances": args.utterances,
         "runs": args.runs, "model_dir": str(rec.config.model.path), "search": args.search,
         "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
+        "server_args": args.server_arg, "b_args": args.b_arg,
         "commands": {}}, "configurations": []}
     commands = report["setup"]["commands"]
     pacings: dict[str, Pacing] = {}
@@ -587,6 +734,8 @@ def measure(args) -> dict:
                 print(" ".join(map(str, rows[-1])), file=sys.stderr)
             if "ratio" in conf:
                 print(f"ratio {conf['ratio']} {conf['ratios']}", file=sys.stderr)
+            if "b_ratios" in conf:
+                print(f"b_ratios {conf['b_ratios']}", file=sys.stderr)
     report["machine"] = machine(load_before)
     print_table(["search", "N", "server", "chunk p50", "p95", "p99", "token p95",
                  "lost/late/finals", "CPU %", "RSS MB", "sustained"], rows)
@@ -594,6 +743,9 @@ def measure(args) -> dict:
         if "ratio" in conf:
             print(f"{conf['search']} N={conf['streams']}: ratios (> 1: streamdec better) "
                   f"{conf['ratios']}")
+        if "b_ratios" in conf:
+            print(f"{conf['search']} N={conf['streams']}: B/A ratios (> 1: streamdec_b "
+                  f"better) {conf['b_ratios']}")
     return report
 
 

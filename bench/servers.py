@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from peer import SHERPA_METHODS
 
-__all__ = ["Settings", "Target", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
+__all__ = ["Settings", "Target", "ServerLog", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
            "serve_streamdec", "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,6 +88,7 @@ class Target:
     metrics_url: str | None = None  # Prometheus metrics, where the server has them
     proc: subprocess.Popen | None = None
     cleanup: Callable[[], None] | None = None
+    log: "ServerLog | None" = None  # its stderr lines after it started listening
 
     def processes(self) -> set[int]:
         """The server's process and the processes it started."""
@@ -126,9 +128,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(cmd: list[str], ready: str, env: dict | None = None) -> subprocess.Popen:
-    """Start ``cmd`` and wait until a line of its stderr holds ``ready``; its log is then
-    drained in the background so it never blocks on a full pipe."""
+class ServerLog:
+    """A started server's stderr lines after it was ready, each with the monotonic time it
+    was read (the server's own stall diagnostics: ``loop_lag``, ``reads_paused``), kept up
+    to ``MAX_LINES``; a thread reads them, so the pipe never fills."""
+
+    MAX_LINES = 200_000
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.dropped = 0
+
+    def add(self, line: str) -> None:
+        if len(self.lines) < self.MAX_LINES:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+        else:
+            self.dropped += 1
+
+    def since(self, t: float) -> list[tuple[float, str]]:
+        """The lines read at or after monotonic time ``t``."""
+        return [x for x in list(self.lines) if x[0] >= t]
+
+
+def _start(cmd: list[str], ready: str, env: dict | None = None
+           ) -> tuple[subprocess.Popen, ServerLog]:
+    """Start ``cmd`` and wait until a line of its stderr holds ``ready``; its later lines
+    are then read into a ``ServerLog`` in the background (the pipe never fills)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=REPO, env=env)
     lines: queue.Queue = queue.Queue()
@@ -151,27 +176,28 @@ def _start(cmd: list[str], ready: str, env: dict | None = None) -> subprocess.Po
             raise SystemExit(f"server did not start: {' '.join(cmd)}\n{''.join(seen[-20:])}")
         seen.append(line)
         if ready in line:
-            # stop keeping its lines; the thread goes on reading them
-            threading.Thread(target=lambda: [None for _ in iter(lines.get, None)],
+            log = ServerLog()
+            threading.Thread(target=lambda: [log.add(x) for x in iter(lines.get, None)],
                              daemon=True).start()
-            return proc
+            return proc, log
 
 
-def serve_streamdec(port: int, args: list[str]) -> subprocess.Popen:
-    """``streamdec serve --port PORT ARGS...`` (this package, this Python), listening."""
+def serve_streamdec(port: int, args: list[str]) -> tuple[subprocess.Popen, ServerLog]:
+    """``streamdec serve --port PORT ARGS...`` (this package, this Python), listening, and
+    its log."""
     return _start([sys.executable, "-m", "streamdec", "serve", "--port", str(port),
                    "--max-connections", "2000", *args], '"event": "listening"')
 
 
 def start_streamdec(settings: Settings) -> Target:
     port = free_port()
-    proc = serve_streamdec(port, [
+    proc, log = serve_streamdec(port, [
         "--model", str(settings.model_dir), "--search", settings.search,
         "--beam", str(settings.beam), "--num-threads", str(settings.threads),
         "--max-batch", str(settings.max_batch), *settings.streamdec_args])
     cmd = proc.args
     return Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
-                  f"http://127.0.0.1:{port}/metrics", proc)
+                  f"http://127.0.0.1:{port}/metrics", proc, log=log)
 
 
 def sherpa_server_binary() -> Path:
@@ -208,12 +234,12 @@ def start_sherpa_onnx(settings: Settings) -> Target:
         filter(None, [str(Path(sherpa_onnx.__file__).parent / "lib"),
                       os.environ.get("LD_LIBRARY_PATH")]))}
     try:
-        proc = _start(cmd, "Listening on:", env)
+        proc, log = _start(cmd, "Listening on:", env)
     except BaseException:
         logs.cleanup()
         raise
     return Target("sherpa_onnx", f"ws://127.0.0.1:{port}/", proc.pid, cmd, None, proc,
-                  logs.cleanup)
+                  logs.cleanup, log)
 
 
 #: command-line name -> start function

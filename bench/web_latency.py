@@ -96,7 +96,7 @@ def main() -> None:
     file_audio, _ = sf.read(str(played), dtype="int16")
 
     port = free_port()
-    server = serve_streamdec(port, ["--search", "greedy", *args.serve_options])
+    server, _ = serve_streamdec(port, ["--search", "greedy", *args.serve_options])
     try:
         with sync_playwright() as p:
             browser = launch(p, str(played))

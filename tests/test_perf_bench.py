@@ -84,16 +84,19 @@ def test_load_smoke_both_servers(tmp_path):
     """Two real-time clients against streamdec serve and sherpa-onnx's C++ server, each
     started by the script on the built-in model; memory probe and message cost too."""
     report = run_bench("load.py", tmp_path / "load.json", "--streams", "2", "--seconds", "3",
-                       "--warmup", "0", "--memory-probe", "2", "--message-cost", "20")
-    assert set(report["setup"]["commands"]) == {"streamdec", "sherpa_onnx"}
+                       "--warmup", "0", "--memory-probe", "2", "--message-cost", "20",
+                       "--b-arg=--event-loop", "--b-arg=asyncio")
+    assert set(report["setup"]["commands"]) == {"streamdec", "sherpa_onnx", "streamdec_b"}
+    assert report["setup"]["commands"]["streamdec_b"].endswith("--event-loop asyncio")
     assert "sherpa-onnx-online-websocket-server" in report["setup"]["commands"]["sherpa_onnx"]
     assert {"cpu", "cores", "sherpa_onnx", "load_average_before"} <= set(report["machine"])
     (conf,) = report["configurations"]
     assert (conf["search"], conf["streams"]) == ("greedy", 2)
-    assert set(conf["ratios"]) == {"chunk_latency_p95", "token_latency_p95", "server_cpu",
-                                   "server_rss_max"}
+    figures = {"chunk_latency_p95", "chunk_latency_p99", "token_latency_p95", "server_cpu",
+               "server_rss_max"}
+    assert set(conf["ratios"]) == figures and set(conf["b_ratios"]) == figures
     assert conf["ratio"] == conf["ratios"]["chunk_latency_p95"]
-    for peer in ("streamdec", "sherpa_onnx"):
+    for peer in ("streamdec", "sherpa_onnx", "streamdec_b"):
         figures = conf[peer]
         assert figures["unfinished"]["median"] == 0 and figures["client_errors"] == [[]]
         finals = figures["finals"]
@@ -110,3 +113,13 @@ def test_load_smoke_both_servers(tmp_path):
         assert set(report["message_cost"][peer]) >= {"empty", "audio_10ms"}
     assert "ratio" in report["memory"]
     assert "server_latency" in conf["streamdec"]  # from its /metrics
+    for peer in ("streamdec", "sherpa_onnx"):
+        diagnostics = conf[peer]["diagnostics"]
+        (timeline,) = diagnostics["timeline"]  # one run: [start s, results, slow, max, lag]
+        assert timeline[0][0] == 0 and sum(w[1] for w in timeline) == \
+            conf[peer]["chunk_latency_ms"]["results"]["median"]
+        assert diagnostics["client_loop_lag"] == [[]]  # two clients never stall their loop
+        assert diagnostics["steal"]["max_percent"]["median"] >= 0
+    # the server's log was read: each client's connection line
+    assert conf["streamdec"]["diagnostics"]["server_events"]["counts"]["connection"][
+        "median"] == 2
