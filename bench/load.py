@@ -9,6 +9,9 @@ against sherpa-onnx's C++ server on the same model files, A/B alternated.
     python bench/load.py --url ws://127.0.0.1:6006/ --pid 1234 ...       # a server already up
     python bench/load.py --peer streamdec --b-arg=--event-loop --b-arg=asyncio \
         --streams 100 --runs 3 --out ab.json     # A/B of a streamdec setting
+    git worktree add /tmp/before HEAD~1
+    python bench/load.py --peer streamdec --b-tree /tmp/before --streams 100 --runs 3 \
+        --out ab.json                            # A/B of a code change
     python bench/load.py --peer streamdec --server-arg=--ray --server-arg=--config \
         --server-arg=bench/ray.toml --streams 40 --out ray.json          # streamdec serve --ray
 
@@ -67,6 +70,8 @@ share, per second from ``/proc/stat``: a stalled VM stalls both sides) and
 arguments after ``--server-arg``'s, alternated with the others: every configuration then
 holds ``b_ratios`` (the same figures as ``ratios``, streamdec / streamdec_b: > 1 when B is
 better), the A/B of one setting measured under the same load in the same run.
+``--b-tree DIR`` serves ``streamdec_b`` from another checkout (e.g. a ``git worktree`` of
+the commit before a change), with the same arguments unless ``--b-arg`` adds some.
 
 ``--message-cost M`` measures, on a fresh server of each peer, the server's CPU per
 WebSocket message (M empty messages: the transport alone; M messages of 10 ms audio,
@@ -630,6 +635,8 @@ def add_peer_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--b-arg", action="append", default=[],
                    help="A/B: also start streamdec_b, streamdec serve with this extra "
                         "argument (repeat)")
+    g.add_argument("--b-tree", type=Path,
+                   help="A/B: also start streamdec_b from this checkout's streamdec")
     g.add_argument("--sherpa-arg", action="append", default=[],
                    help="extra argument for sherpa-onnx-online-websocket-server, as "
                         "--name=value (repeat)")
@@ -652,8 +659,9 @@ def peer_starts(args, rec, search: str) -> dict[str, Callable[[], Target]]:
                         max_batch=args.max_batch, streamdec_args=tuple(args.server_arg),
                         sherpa_args=tuple(args.sherpa_arg))
     starts = {REPORT_KEYS[n]: (lambda n=n: PEERS[n](settings)) for n in args.peer}
-    if args.b_arg:
-        b = dataclasses.replace(settings, streamdec_args=(*args.server_arg, *args.b_arg))
+    if args.b_arg or args.b_tree:
+        b = dataclasses.replace(settings, streamdec_args=(*args.server_arg, *args.b_arg),
+                                source=(args.b_tree or settings.source).resolve())
         starts[B_KEY] = lambda: dataclasses.replace(PEERS["streamdec"](b), name=B_KEY)
     return starts
 
@@ -686,6 +694,7 @@ def measure(args) -> dict:
         "runs": args.runs, "model_dir": str(rec.config.model.path), "search": args.search,
         "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
         "server_args": args.server_arg, "b_args": args.b_arg,
+        "b_tree": str(args.b_tree) if args.b_tree else None,
         "commands": {}}, "configurations": []}
     commands = report["setup"]["commands"]
     pacings: dict[str, Pacing] = {}

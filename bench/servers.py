@@ -44,6 +44,7 @@ class Settings:
     max_batch: int = 32  # streams decoded in one batch
     streamdec_args: tuple[str, ...] = ()  # more arguments for streamdec serve
     sherpa_args: tuple[str, ...] = ()  # more arguments for the sherpa-onnx server
+    source: Path = REPO  # the checkout whose streamdec is served (A/B of a code change)
 
 
 def process_tree(root: int) -> set[int]:
@@ -150,12 +151,12 @@ class ServerLog:
         return [x for x in list(self.lines) if x[0] >= t]
 
 
-def _start(cmd: list[str], ready: str, env: dict | None = None
+def _start(cmd: list[str], ready: str, env: dict | None = None, cwd: Path = REPO
            ) -> tuple[subprocess.Popen, ServerLog]:
     """Start ``cmd`` and wait until a line of its stderr holds ``ready``; its later lines
     are then read into a ``ServerLog`` in the background (the pipe never fills)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO, env=env)
+                            cwd=cwd, env=env)
     lines: queue.Queue = queue.Queue()
 
     def drain() -> None:
@@ -182,11 +183,14 @@ def _start(cmd: list[str], ready: str, env: dict | None = None
             return proc, log
 
 
-def serve_streamdec(port: int, args: list[str]) -> tuple[subprocess.Popen, ServerLog]:
-    """``streamdec serve --port PORT ARGS...`` (this package, this Python), listening, and
-    its log."""
+def serve_streamdec(port: int, args: list[str], source: Path = REPO
+                    ) -> tuple[subprocess.Popen, ServerLog]:
+    """``streamdec serve --port PORT ARGS...`` (this Python; the package of the checkout
+    ``source``: ``python -m`` imports it from the working directory), listening, and its
+    log."""
     return _start([sys.executable, "-m", "streamdec", "serve", "--port", str(port),
-                   "--max-connections", "2000", *args], '"event": "listening"')
+                   "--max-connections", "2000", *args], '"event": "listening"',
+                  cwd=source)
 
 
 def start_streamdec(settings: Settings) -> Target:
@@ -194,7 +198,7 @@ def start_streamdec(settings: Settings) -> Target:
     proc, log = serve_streamdec(port, [
         "--model", str(settings.model_dir), "--search", settings.search,
         "--beam", str(settings.beam), "--num-threads", str(settings.threads),
-        "--max-batch", str(settings.max_batch), *settings.streamdec_args])
+        "--max-batch", str(settings.max_batch), *settings.streamdec_args], settings.source)
     cmd = proc.args
     return Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
                   f"http://127.0.0.1:{port}/metrics", proc, log=log)

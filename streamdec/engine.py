@@ -331,9 +331,12 @@ class Engine:
             await self._progress.wait()
 
     def _arrived(self, live: LiveStream) -> None:
-        """Audio (or its end) arrived for ``live``."""
+        """Audio (or its end) arrived for ``live``. When it makes a chunk whole, the
+        chunk's feature frames are computed now, as one block (here, while a batch may be
+        decoding, not later in ``gather`` on the way of every stream of a batch)."""
         live._mark_chunks(time.monotonic())
         if live not in self._ready and self.recognizer.is_ready(live.stream):
+            live.stream.features.compute_ready()
             self._ready[live] = None
             self._changed.set()
 

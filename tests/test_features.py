@@ -28,6 +28,55 @@ def test_streaming_equals_whole(piece):
     np.testing.assert_array_equal(f.frames(0, f.num_frames_ready), whole)
 
 
+@pytest.mark.parametrize("piece", [160, 1600, 5120])
+def test_frames_read_as_a_decode_reads_them_equal_the_whole(piece):
+    """Frames are computed when first read, in whatever runs the reads ask for (a decode
+    reads a chunk of 45 every 32, then drops what it advanced past): bit-identical to the
+    whole utterance's; a run dropped unread (a VAD's skipped silence) is never computed
+    and the frames after it are still the same."""
+    audio = test_audio(3.0, seed=21)
+    whole = compute_fbank(audio, 16000, tail_padding_frames=45)
+    f = StreamingFeatures(FeatureConfig())
+    got, start, read = {}, 0, set()
+    skipped = (96, 128)  # chunks 3 and 4: dropped unread
+    for i in range(0, len(audio) + piece, piece):
+        if i < len(audio):
+            f.accept_waveform(16000, audio[i:i + piece])
+        else:
+            f.input_finished(tail_padding_frames=45)
+        while f.num_frames_ready >= start + 45:
+            if start not in skipped:
+                got.update(enumerate(f.frames(start, 45).copy(), start))
+                read |= set(range(start, start + 45))
+            start += 32
+            f.drop_before(start)
+    assert f.num_frames_ready == len(whole)
+    assert f._fbank.num_frames_taken <= len(whole)
+    assert set(got) == read and len(read) > 200 and not {141, 150, 159} & read
+    for n, frame in got.items():
+        np.testing.assert_array_equal(frame, whole[n])
+
+
+def test_frames_are_computed_only_when_read(monkeypatch):
+    from streamdec.fbank import Fbank
+
+    computed = []
+    log_mel = Fbank.log_mel
+    monkeypatch.setattr(Fbank, "log_mel", lambda self, x: computed.append(len(x))
+                        or log_mel(self, x))
+    f = StreamingFeatures(FeatureConfig())
+    for i in range(10):  # ten messages of 100 ms: counted, not computed
+        f.accept_waveform(16000, test_audio(0.1, seed=30 + i))
+    assert f.num_frames_ready == 99 and computed == []
+    f.frames(0, 45)  # the ready frames at once, in blocks of at most 32
+    assert computed == [32, 32, 32, 3]
+    f.drop_before(99)
+    f.accept_waveform(16000, test_audio(0.5, seed=40))
+    f.drop_before(120)  # passed over unread: never computed
+    f.frames(120, 20)
+    assert computed[4:] == [29] and f.num_frames_ready == 149
+
+
 def test_int16_is_scaled_like_float():
     audio = test_audio(0.5, seed=4)
     as_int = (audio * 32768).clip(-32768, 32767).astype(np.int16)
