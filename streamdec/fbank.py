@@ -39,8 +39,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for", "FbankSettings"]
 
-#: frames computed per numpy call: bounds the temporary arrays (below glibc's mmap
-#: threshold, whose page faults made blocks of 64 slower per frame than blocks of 32 here)
+#: frames computed per numpy call: bounds the temporary arrays (blocks of 64 measured
+#: slower per frame than blocks of 32 here, likely their temporaries crossing glibc's mmap
+#: threshold)
 BLOCK_FRAMES = 32
 
 
