@@ -85,9 +85,10 @@ def test_load_smoke_both_servers(tmp_path):
     started by the script on the built-in model; memory probe and message cost too."""
     report = run_bench("load.py", tmp_path / "load.json", "--streams", "2", "--seconds", "3",
                        "--warmup", "0", "--memory-probe", "2", "--message-cost", "20",
-                       "--b-arg=--event-loop", "--b-arg=asyncio")
+                       "--b-arg=--event-loop", "--b-arg=asyncio", "--b-tree", str(REPO))
     assert set(report["setup"]["commands"]) == {"streamdec", "sherpa_onnx", "streamdec_b"}
     assert report["setup"]["commands"]["streamdec_b"].endswith("--event-loop asyncio")
+    assert report["setup"]["b_tree"] == str(REPO)  # B served from that checkout
     assert "sherpa-onnx-online-websocket-server" in report["setup"]["commands"]["sherpa_onnx"]
     assert {"cpu", "cores", "sherpa_onnx", "load_average_before"} <= set(report["machine"])
     (conf,) = report["configurations"]
