@@ -132,6 +132,11 @@ class StreamingFeatures:
         return self._fbank.num_frames_ready
 
     @property
+    def _num_computed(self) -> int:
+        """Frames computed (or passed over): the fbank's next frame is this one."""
+        return self._first_frame + self._hi - self._lo
+
+    @property
     def finished(self) -> bool:
         return self._finished
 
@@ -192,21 +197,20 @@ class StreamingFeatures:
         if lo < 0 or start + count > self.num_frames_ready:
             raise IndexError(f"frames [{start}, {start + count}) not available "
                              f"(have [{self._first_frame}, {self.num_frames_ready}))")
-        if self._first_frame + self._hi - self._lo < start + count:
+        if self._num_computed < start + count:
             self.compute_ready()
         return self._buf[self._lo + lo:self._lo + lo + count]
 
     def compute_ready(self) -> None:
         """Compute every ready frame now (``frames`` would compute them when first read)."""
-        if self._first_frame + self._hi - self._lo < self.num_frames_ready:
+        if self._num_computed < self.num_frames_ready:
             self._append(self._fbank.take())
 
     def drop_before(self, index: int) -> None:
         """Free frames before absolute index ``index`` (their rows are reused when the
         buffer is next replaced); ready frames before it never computed (a VAD's skipped
         silence) never will be."""
-        computed = self._first_frame + self._hi - self._lo
-        if index > computed:
+        if index > self._num_computed:
             self._fbank.skip(index)
             self._lo = self._hi
             self._first_frame = self._fbank.num_frames_taken
