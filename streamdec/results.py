@@ -102,14 +102,15 @@ def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segme
     ``end_limit``: the end of the audio (seconds) when the segment's decoded frames run past
     it into inserted silence."""
     sec = meta.encoder_frame_seconds
+    seconds = _frame_seconds(sec)
+    frames, log_probs = hyp.frames, hyp.log_probs
     spans = symbols.word_spans(hyp.tokens)
     if unknown_words is not None and unknown_text is not None:
         spans = [(unknown_text if unk else text, a, b)
                  for (text, a, b), unk in zip(spans, unknown_words)]
     words = tuple(
-        Word(text, start=round((hyp.frames[a] - shift) * sec, 6),
-             end=round((hyp.frames[b] + 1 - shift) * sec, 6),
-             conf=round(math.exp(sum(hyp.log_probs[a:b + 1]) / (b + 1 - a)), 6))
+        Word(text, start=seconds(frames[a] - shift), end=seconds(frames[b] + 1 - shift),
+             conf=round(math.exp(sum(log_probs[a:b + 1]) / (b + 1 - a)), 6))
         for text, a, b in spans)
     text = symbols.text(hyp.tokens) if unknown_words is None else " ".join(w.text for w in words)
     if stable_tokens is None:
@@ -119,12 +120,12 @@ def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segme
         stable = " ".join(w.text for w in words[:closed])
         stable_chars = len(stable) if text.startswith(stable) else 0
     if start_time is None:
-        start = round((segment_start - shift) * sec, 6)
-        timestamps = tuple(round((f - segment_start) * sec, 6) for f in hyp.frames)
+        start = seconds(segment_start - shift)
+        timestamps = tuple([seconds(f - segment_start) for f in frames])
     else:
         start = start_time
-        timestamps = tuple(round((f - shift) * sec - start, 6) for f in hyp.frames)
-    end = round((encoder_frame_offset - shift) * sec, 6)
+        timestamps = tuple([round((f - shift) * sec - start, 6) for f in frames])
+    end = seconds(encoder_frame_offset - shift)
     if end_limit is not None:
         end = max(start, min(end, end_limit))
     return Result(
@@ -134,6 +135,26 @@ def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segme
         start_time=start, end_time=end,
         is_final=is_final, is_eof=is_eof, score=hyp.score, words=words,
         stable_tokens=stable_tokens, stable_chars=stable_chars)
+
+
+#: encoder frame counts below this have their seconds looked up, not computed (a segment's
+#: token times; word times in the first ~11 minutes of a stream at 40 ms frames)
+_TABLE_FRAMES = 1 << 14
+_tables: dict[float, list[float]] = {}
+
+
+def _frame_seconds(sec: float):
+    """``frames -> round(frames * sec, 6)`` for one frame length (the same values, from a
+    table shared by every stream: rounding each time was a good part of the cost of
+    making a partial, whose times are recomputed whole at every chunk)."""
+    table = _tables.get(sec)
+    if table is None:
+        table = _tables[sec] = [round(k * sec, 6) for k in range(_TABLE_FRAMES)]
+
+    def seconds(frames: int) -> float:
+        return table[frames] if 0 <= frames < _TABLE_FRAMES else round(frames * sec, 6)
+
+    return seconds
 
 
 def stable_word_count(symbols: SymbolTable, tokens: Sequence[int],

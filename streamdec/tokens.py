@@ -39,6 +39,9 @@ def _ids(ids: list[int]) -> str:
     return shown + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
 
 
+_WORD_START, _HAS_TEXT = 1, 2  # SymbolTable._unit_kinds flags
+
+
 class SymbolTable:
     """Bidirectional id <-> symbol map of one model."""
 
@@ -53,6 +56,11 @@ class SymbolTable:
         self.path: Path | None = None  # the tokens file read, for messages
         self._sp = None
         self._bytes = {i: _symbol_bytes(s) for i, s in self.id_to_symbol.items()}  # id -> text
+        # id -> WORD_START (its text begins with a boundary) | HAS_TEXT (not only a boundary
+        # or special); an id missing here is neither: word_spans looks each unit up once
+        self._unit_kinds = {i: (_WORD_START if b[:1].isspace() else 0)
+                               | (_HAS_TEXT if b.strip() else 0)
+                            for i, b in self._bytes.items()}
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SymbolTable":
@@ -116,7 +124,7 @@ class SymbolTable:
     def starts_word(self, token_id: int) -> bool:
         """True for a unit whose text begins with a word boundary (``▁`` alone or as a
         prefix, or a space symbol)."""
-        return self._bytes.get(token_id, b"")[:1].isspace()
+        return bool(self._unit_kinds.get(token_id, 0) & _WORD_START)
 
     def word_spans(self, ids: Sequence[int]) -> list[tuple[str, int, int]]:
         """Words of a token sequence as (text, first token index, last token index), in
@@ -124,24 +132,26 @@ class SymbolTable:
         prefix, or a space symbol); units that are only a boundary or special (``<blk>``)
         belong to no word."""
         spans: list[tuple[str, int, int]] = []
+        kinds = self._unit_kinds
         current: list[int] = []  # token indices of the open word
-
-        def close() -> None:
-            if current:
-                text = b"".join(self._bytes[ids[i]] for i in current)
-                word = text.decode("utf-8", errors="replace").strip()
-                if word:
-                    spans.append((word, current[0], current[-1]))
-                current.clear()
-
         for n, i in enumerate(ids):
-            piece = self._bytes.get(i, b"")
-            if self.starts_word(i):
-                close()
-            if piece.strip():
+            kind = kinds.get(i, 0)
+            if kind & _WORD_START and current:
+                self._close_word(ids, current, spans)
+                current = []
+            if kind & _HAS_TEXT:
                 current.append(n)
-        close()
+        if current:
+            self._close_word(ids, current, spans)
         return spans
+
+    def _close_word(self, ids: Sequence[int], current: list[int],
+                    spans: list[tuple[str, int, int]]) -> None:
+        pieces = self._bytes
+        word = b"".join([pieces[ids[k]] for k in current]).decode(
+            "utf-8", errors="replace").strip()
+        if word:
+            spans.append((word, current[0], current[-1]))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` in the model's units (hotword phrases).

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from streamdec import ConfigError, SearchConfig
@@ -78,6 +80,17 @@ def test_trailing_blanks(r, blanks):
 def test_sherpa_timestamps_have_two_decimals():
     m = json.loads(sherpa_message(result(timestamps=(0.123456, 0.2, 0.25, 0.3, 0.31, 0.4)), FRAME))
     assert m["timestamps"] == [0.12, 0.2, 0.25, 0.3, 0.31, 0.4]
+
+
+def test_sherpa_rounding_is_pythons_round():
+    """The message rounds times (2 decimals) and log-probs (6) vectorised: the same numbers
+    as ``round`` on every token time of a 20-minute segment and on 20,000 log-probs."""
+    times = tuple(round(k * 0.04, 6) for k in range(30_000))
+    log_probs = tuple(float(p) for p in -np.random.default_rng(5).exponential(2.0, 30_000))
+    r = replace(result(tokens=("A",) * 30_000, timestamps=times), log_probs=log_probs)
+    m = json.loads(sherpa_message(r, FRAME))
+    assert m["timestamps"] == [round(t, 2) for t in times]
+    assert m["ys_probs"] == [round(p, 6) for p in log_probs]
 
 
 # -- Vosk --------------------------------------------------------------------------------------

@@ -41,3 +41,25 @@ def test_result_words_have_frame_times_and_geometric_mean_confidence():
     assert ab.conf == pytest.approx(math.exp(-0.3), abs=1e-6)
     assert c.conf == pytest.approx(math.exp(-1.0), abs=1e-6)
     assert r.text == "AB C"
+
+
+def test_result_times_are_the_same_before_and_past_the_lookup_table():
+    """Frame counts are turned into seconds from a shared table up to ``_TABLE_FRAMES``
+    frames and computed past it: the same value ``round(frames * seconds, 6)`` either way,
+    on a stream hours long too."""
+    from streamdec.results import _TABLE_FRAMES
+    meta = ModelMeta(model_type="t", chunk_frames=35, chunk_shift=32, encoder_frames_per_chunk=8,
+                     feature_dim=80, joiner_dim=4, context_size=2, vocab_size=5,
+                     blank_id=0, frame_shift_ms=10.0, sample_rate=16000)
+    sec = meta.encoder_frame_seconds
+    for base in (7, _TABLE_FRAMES - 3, 200_000):  # inside, across the end, far past it
+        frames = (base, base + 1, base + 3, base + 6)
+        hyp = Hypothesis(context=(1, 4), tokens=(1, 2, 3, 1), frames=frames,
+                         log_probs=(-0.1, -0.2, -0.4, -0.05), score=-1.0)
+        r = make_result(hyp, CHARS, meta, segment=0, segment_start=base - 2,
+                        encoder_frame_offset=base + 9, is_final=False, stable_tokens=2)
+        assert r.start_time == round((base - 2) * sec, 6)
+        assert r.end_time == round((base + 9) * sec, 6)
+        assert r.timestamps == tuple(round((f - base + 2) * sec, 6) for f in frames)
+        (ab,) = r.words
+        assert (ab.start, ab.end) == (round((base + 1) * sec, 6), round((base + 4) * sec, 6))
