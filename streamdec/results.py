@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .models.base import ModelMeta
 from .search.base import Hypothesis
@@ -140,20 +140,21 @@ def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segme
 #: encoder frame counts below this have their seconds looked up, not computed (a segment's
 #: token times; word times in the first ~11 minutes of a stream at 40 ms frames)
 _TABLE_FRAMES = 1 << 14
-_tables: dict[float, list[float]] = {}
+_converters: dict[float, Callable[[int], float]] = {}
 
 
-def _frame_seconds(sec: float):
+def _frame_seconds(sec: float) -> Callable[[int], float]:
     """``frames -> round(frames * sec, 6)`` for one frame length (the same values, from a
     table shared by every stream: rounding each time was a good part of the cost of
     making a partial, whose times are recomputed whole at every chunk)."""
-    table = _tables.get(sec)
-    if table is None:
-        table = _tables[sec] = [round(k * sec, 6) for k in range(_TABLE_FRAMES)]
+    seconds = _converters.get(sec)
+    if seconds is None:
+        table = [round(k * sec, 6) for k in range(_TABLE_FRAMES)]
 
-    def seconds(frames: int) -> float:
-        return table[frames] if 0 <= frames < _TABLE_FRAMES else round(frames * sec, 6)
+        def seconds(frames: int) -> float:
+            return table[frames] if 0 <= frames < _TABLE_FRAMES else round(frames * sec, 6)
 
+        _converters[sec] = seconds
     return seconds
 
 
