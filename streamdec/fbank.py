@@ -35,7 +35,6 @@ from typing import Protocol
 
 import kaldi_native_fbank as knf
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for", "FbankSettings"]
 
@@ -152,7 +151,10 @@ class OnlineFbank:
 
     def __init__(self, fbank: Fbank) -> None:
         self.fbank = fbank
-        self._wave = np.zeros(0, np.float32)  # samples from absolute index _offset on
+        # the kept samples are _store[_lo:_hi] (absolute index _offset at _lo): appended in
+        # place, the store replaced (with room to grow) only when full
+        self._store = np.zeros(0, np.float32)
+        self._lo = self._hi = 0
         self._offset = 0
         self.num_frames_ready = 0
         self.num_frames_taken = 0  # frames computed by take() or passed over by skip()
@@ -160,13 +162,25 @@ class OnlineFbank:
 
     def accept_waveform(self, samples: np.ndarray) -> None:
         """Add float32 samples (``num_frames_ready`` counts the frames they complete)."""
-        self._wave = np.concatenate([self._wave, samples.astype(np.float32, copy=False)])
-        self.num_frames_ready = self.fbank.num_frames(self._offset + len(self._wave), False)
+        n = len(samples)
+        if self._hi + n > len(self._store):
+            kept = self._hi - self._lo
+            store = np.empty(kept + n + max(kept, 4096), np.float32)  # room for as much again
+            store[:kept] = self._store[self._lo:self._hi]
+            self._store, self._lo, self._hi = store, 0, kept
+        self._store[self._hi:self._hi + n] = samples
+        self._hi += n
+        self.num_frames_ready = self.fbank.num_frames(self._offset + self._hi - self._lo, False)
+
+    @property
+    def _wave(self) -> np.ndarray:
+        """The kept samples (a view)."""
+        return self._store[self._lo:self._hi]
 
     def input_finished(self) -> None:
         """End of input: every remaining frame is ready."""
         self.finished = True
-        self.num_frames_ready = self.fbank.num_frames(self._offset + len(self._wave), True)
+        self.num_frames_ready = self.fbank.num_frames(self._offset + self._hi - self._lo, True)
 
     def take(self) -> np.ndarray:
         """The ready frames not taken yet, computed: (n, num_bins) float32."""
@@ -189,7 +203,7 @@ class OnlineFbank:
         self.num_frames_taken = frames
         drop = self.fbank.first_sample(frames) - self._offset  # samples no later frame needs
         if drop > 0:
-            self._wave = self._wave[drop:]
+            self._lo = min(self._lo + drop, self._hi)
             self._offset += drop
 
     def _windows(self, a: int, b: int) -> np.ndarray:
@@ -201,8 +215,9 @@ class OnlineFbank:
         lo = min(b - a, max(0, -(start // shift)))
         hi = max(lo, min(b - a, (len(wave) - length - start) // shift + 1))
         if hi > lo:
-            inside = sliding_window_view(wave, length)[start + lo * shift:
-                                                       start + (hi - 1) * shift + 1:shift]
+            step = wave.strides[0]  # the frames' rows as a view of the samples
+            inside = np.ndarray((hi - lo, length), np.float32, buffer=wave,
+                                offset=step * (start + lo * shift), strides=(step * shift, step))
             if lo == 0 and hi == b - a:
                 return inside.copy()
         out = np.empty((b - a, length), np.float32)

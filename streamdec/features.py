@@ -20,6 +20,7 @@ cost per frame of the ~10 frames of one live message (``fbank``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,9 +86,11 @@ def as_float_samples(samples: np.ndarray) -> np.ndarray:
     if samples.dtype not in (np.float32, np.float64):
         raise AudioInputError(
             f"samples must be float32/float64 in [-1, 1] or int16, got dtype {samples.dtype}")
-    peak = float(np.max(np.abs(samples)))  # NaN if any sample is NaN
-    if not np.isfinite(peak):
+    # the ufuncs' own reductions (two passes, no temporary array); NaN and inf show in them
+    low, high = float(np.minimum.reduce(samples)), float(np.maximum.reduce(samples))
+    if not (math.isfinite(low) and math.isfinite(high)):
         raise AudioInputError("samples contain NaN or infinity")
+    peak = max(high, -low)
     if peak > MAX_FLOAT_PEAK:
         raise AudioInputError(f"float samples must lie in [-1, 1] (overshoot up to "
                               f"{MAX_FLOAT_PEAK:g} is clipped), got a peak of {peak:.4g}: "

@@ -57,6 +57,26 @@ def test_frames_read_as_a_decode_reads_them_equal_the_whole(piece):
         np.testing.assert_array_equal(frame, whole[n])
 
 
+def test_samples_kept_across_many_small_and_one_large_piece():
+    """The fbank keeps its samples in a store appended in place: pieces of 1 sample, a
+    large piece after them and the frames read (and their samples freed) in between give
+    the whole utterance's frames."""
+    audio = test_audio(4.0, seed=24)
+    whole = compute_fbank(audio, 16000)
+    f = StreamingFeatures(FeatureConfig())
+    got, start = [], 0
+    pieces = [(i, i + 1) for i in range(0, 5000)] + [(5000, 60000), (60000, len(audio))]
+    for a, b in pieces:
+        f.accept_waveform(16000, audio[a:b])
+        while f.num_frames_ready >= start + 32:
+            got.append(f.frames(start, 32).copy())
+            start += 32
+            f.drop_before(start)
+    f.input_finished()
+    got.append(f.frames(start, f.num_frames_ready - start))
+    np.testing.assert_array_equal(np.concatenate(got), whole)
+
+
 def test_frames_are_computed_only_when_read(monkeypatch):
     from streamdec.fbank import Fbank
 
@@ -111,6 +131,9 @@ def test_drop_before_frees_old_frames_keeps_indices():
     (np.zeros(100, np.int32), "dtype int32"),
     (np.array([0.1, np.nan], np.float32), "NaN or infinity"),
     (np.array([0.1, np.inf], np.float32), "NaN or infinity"),
+    (np.array([np.nan, 0.1, 0.2], np.float32), "NaN or infinity"),
+    (np.array([-np.inf, 0.1], np.float64), "NaN or infinity"),
+    (np.array([0.1, 3.0, np.nan], np.float32), "NaN or infinity"),
     (np.array([0.1, -2.5], np.float32), r"must lie in \[-1, 1\] \(overshoot up to 2 is "
                                         r"clipped\), got a peak of 2.5: not on the float scale"),
     (np.array([0.1, 2.0000001], np.float64), r"must lie in \[-1, 1\]"),

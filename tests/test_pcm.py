@@ -43,9 +43,13 @@ def test_bad_sizes_and_encodings(encoding, nbytes, channels, message):
         decode_pcm(b"\0" * nbytes, encoding, channels)
 
 
-def test_nan_is_refused():
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", [0, 1, 799, 1599])
+def test_nan_and_inf_are_refused_wherever_they_are(bad, where):
+    samples = np.full(1600, 0.1, "<f4")
+    samples[where] = bad
     with pytest.raises(AudioInputError, match="NaN or infinity"):
-        decode_pcm(np.array([0.1, np.nan], "<f4").tobytes(), "f32le")
+        decode_pcm(samples.tobytes(), "f32le")
 
 
 def test_deinterleave():
