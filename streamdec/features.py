@@ -20,7 +20,6 @@ cost per frame of the ~10 frames of one live message (``fbank``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ import soxr
 
 from .errors import AudioInputError, ConfigError, StreamStateError
 from .fbank import OnlineFbank, fbank_for, fbank_options
+from .pcm import finite_range
 from .validation import require_finite, require_positive, require_sample_rate
 
 __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples",
@@ -86,10 +86,7 @@ def as_float_samples(samples: np.ndarray) -> np.ndarray:
     if samples.dtype not in (np.float32, np.float64):
         raise AudioInputError(
             f"samples must be float32/float64 in [-1, 1] or int16, got dtype {samples.dtype}")
-    # the ufuncs' own reductions (two passes, no temporary array); NaN and inf show in them
-    low, high = float(np.minimum.reduce(samples)), float(np.maximum.reduce(samples))
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise AudioInputError("samples contain NaN or infinity")
+    low, high = finite_range(samples)
     peak = max(high, -low)
     if peak > MAX_FLOAT_PEAK:
         raise AudioInputError(f"float samples must lie in [-1, 1] (overshoot up to "

@@ -9,7 +9,8 @@ encoding   what                                            bytes/sample
 ``mulaw``  G.711 mu-law, 8 bits (telephony, ``.ul``)       1
 =========  ==============================================  ===========
 
-Interleaved channels are split by ``deinterleave``.
+Interleaved channels are split by ``deinterleave``; ``finite_range`` is the NaN/inf check
+of float samples (here and in ``features.as_float_samples``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from .errors import AudioInputError
 
-__all__ = ["ENCODINGS", "sample_size", "decode_pcm", "deinterleave", "MULAW_TABLE"]
+__all__ = ["ENCODINGS", "sample_size", "decode_pcm", "finite_range", "deinterleave", "MULAW_TABLE"]
 
 ENCODINGS = ("s16le", "f32le", "mulaw")
 _SIZES = {"s16le": 2, "f32le": 4, "mulaw": 1}
@@ -68,11 +69,19 @@ def decode_pcm(data: bytes | bytearray | memoryview, encoding: str, channels: in
     if encoding == "mulaw":
         return MULAW_TABLE[np.frombuffer(data, dtype=np.uint8)]
     samples = np.frombuffer(data, dtype="<f4").astype(np.float32)
-    # NaN and inf show in the ufuncs' own reductions (no temporary array)
-    if len(samples) and not (math.isfinite(np.minimum.reduce(samples))
-                             and math.isfinite(np.maximum.reduce(samples))):
-        raise AudioInputError("samples contain NaN or infinity")
+    if len(samples):
+        finite_range(samples)
     return samples
+
+
+def finite_range(samples: np.ndarray) -> tuple[float, float]:
+    """(lowest, highest) sample of a non-empty float array; AudioInputError when a sample
+    is NaN or infinite (they show in the ufuncs' own reductions: two passes, no temporary
+    array)."""
+    low, high = float(np.minimum.reduce(samples)), float(np.maximum.reduce(samples))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise AudioInputError("samples contain NaN or infinity")
+    return low, high
 
 
 def deinterleave(samples: np.ndarray, channels: int) -> list[np.ndarray]:
