@@ -103,10 +103,37 @@ def rec():
 
 
 #: Chromium's fake capture device can drop or repeat one of its 10 ms buffers on a busy
-#: machine (seen on a 2-core VM, in the silence between the played file's two utterances,
-#: with the code before and after a change that did not touch the page): a silence within
-#: the sent audio may differ from the file's by this many samples, the speech never
-SPEECH_GAP, GAP_SLACK = CAPTURE_RATE // 2, 3 * CAPTURE_RATE // 100
+#: machine (seen on a 2-core VM with the code before and after a change that did not touch
+#: the page: a buffer more or less in the pause between the played file's two utterances,
+#: two more within the first): the sent audio is the file's but for at most MAX_GLITCHES
+#: such buffers, and a silence between runs of speech may differ by GAP_SLACK samples
+SPEECH_GAP, BUFFER = CAPTURE_RATE // 2, CAPTURE_RATE // 100
+GAP_SLACK, MAX_GLITCHES = 3 * BUFFER, 3
+
+
+def buffers_dropped_or_repeated(got: np.ndarray, want: np.ndarray) -> int:
+    """How many whole ``BUFFER``s ``got`` has more or fewer than ``want`` while being
+    ``want`` sample for sample everywhere else (AssertionError otherwise): at each
+    mismatch, a buffer inserted in ``got`` or dropped from it must make the next buffer
+    match again."""
+    i = j = glitches = 0
+    while i < len(got) and j < len(want):
+        n = min(len(got) - i, len(want) - j)
+        differ = np.flatnonzero(got[i:i + n] != want[j:j + n])
+        if not len(differ):
+            i, j = i + n, j + n
+            break
+        i, j = i + differ[0], j + differ[0]
+        for di, dj in ((BUFFER, 0), (0, BUFFER)):
+            w = min(BUFFER, len(got) - i - di, len(want) - j - dj)
+            if w > 0 and np.array_equal(got[i + di:i + di + w], want[j + dj:j + dj + w]):
+                i, j, glitches = i + di, j + dj, glitches + 1
+                break
+        else:
+            raise AssertionError(f"sent audio differs from the file at sample {j} of a run "
+                                 f"of speech, not by a whole {BUFFER}-sample buffer")
+    assert i == len(got) and j == len(want), (i, len(got), j, len(want))
+    return glitches
 
 
 def speech_runs(samples: np.ndarray) -> list[tuple[int, int]]:
@@ -163,8 +190,10 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     assert np.abs(samples / np.where(sent > 0, 32767, 32768) - sent).max() < 1e-7
     want, got = speech_runs(file_audio), speech_runs(samples)
     assert len(got) == len(want) >= 2  # (the loop did not restart)
+    glitches = 0
     for (a, b), (c, d) in zip(want, got):  # each run of speech, sample for sample
-        np.testing.assert_array_equal(samples[c:d], file_audio[a:b])
+        glitches += buffers_dropped_or_repeated(samples[c:d], file_audio[a:b])
+    assert glitches <= MAX_GLITCHES
     for (_, b), (a, _), (_, d), (c, _) in zip(want, want[1:], got, got[1:]):
         assert abs((c - d) - (a - b)) <= GAP_SLACK  # the silences between them
 
