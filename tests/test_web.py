@@ -10,7 +10,8 @@ starts sending at whatever point of the file the device has reached (it plays fr
 the page opens the microphone, and loops). So the test records every sample the page sends
 (``caption_page.TAP``) and checks two things: those samples are the file's, exactly (a
 44.1 kHz mono 16-bit file reaches the page unresampled, and the floats map back to the
-file's integers one for one), with nothing else but silence; and the page shows the very
+file's integers one for one; but for the few whole 10 ms buffers a busy machine's capture
+device may drop or repeat), with nothing else but silence; and the page shows the very
 finals, words and times that ``transcribe`` gives for those samples, and its SRT and TXT
 downloads are what ``transcribe --format srt`` would write for them.
 
@@ -104,11 +105,9 @@ def rec():
 
 #: Chromium's fake capture device can drop or repeat one of its 10 ms buffers on a busy
 #: machine (seen on a 2-core VM with the code before and after a change that did not touch
-#: the page: a buffer more or less in the pause between the played file's two utterances,
-#: two more within the first): the sent audio is the file's but for at most MAX_GLITCHES
-#: such buffers, and a silence between runs of speech may differ by GAP_SLACK samples
-SPEECH_GAP, BUFFER = CAPTURE_RATE // 2, CAPTURE_RATE // 100
-GAP_SLACK, MAX_GLITCHES = 3 * BUFFER, 3
+#: the page: one in the pause between the played file's utterances, two within the first):
+#: the sent audio is the file's but for at most MAX_GLITCHES such buffers
+BUFFER, MAX_GLITCHES = CAPTURE_RATE // 100, 3
 
 
 def buffers_dropped_or_repeated(got: np.ndarray, want: np.ndarray) -> int:
@@ -134,18 +133,6 @@ def buffers_dropped_or_repeated(got: np.ndarray, want: np.ndarray) -> int:
                                  f"of speech, not by a whole {BUFFER}-sample buffer")
     assert i == len(got) and j == len(want), (i, len(got), j, len(want))
     return glitches
-
-
-def speech_runs(samples: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each run of samples between silences (exact zeros) of at least
-    ``SPEECH_GAP`` samples."""
-    nonzero = np.flatnonzero(samples)
-    if not len(nonzero):
-        return []
-    breaks = np.flatnonzero(np.diff(nonzero) > SPEECH_GAP)
-    starts = np.concatenate([[nonzero[0]], nonzero[breaks + 1]])
-    ends = np.concatenate([nonzero[breaks] + 1, [nonzero[-1] + 1]])
-    return list(zip(starts.tolist(), ends.tolist()))
 
 
 def page_finals(page) -> list[str]:
@@ -188,14 +175,11 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     sent = sent_audio(page)
     samples = to_int16(sent)
     assert np.abs(samples / np.where(sent > 0, 32767, 32768) - sent).max() < 1e-7
-    want, got = speech_runs(file_audio), speech_runs(samples)
-    assert len(got) == len(want) >= 2  # (the loop did not restart)
-    glitches = 0
-    for (a, b), (c, d) in zip(want, got):  # each run of speech, sample for sample
-        glitches += buffers_dropped_or_repeated(samples[c:d], file_audio[a:b])
-    assert glitches <= MAX_GLITCHES
-    for (_, b), (a, _), (_, d), (c, _) in zip(want, want[1:], got, got[1:]):
-        assert abs((c - d) - (a - b)) <= GAP_SLACK  # the silences between them
+    speech = file_audio[np.flatnonzero(file_audio)[0]:np.flatnonzero(file_audio)[-1] + 1]
+    heard = samples[np.flatnonzero(samples)[0]:np.flatnonzero(samples)[-1] + 1]
+    # sample for sample, silence after it (the loop did not restart): a restart's audio
+    # would not align
+    assert buffers_dropped_or_repeated(heard, speech) <= MAX_GLITCHES
 
     # the server was told the capture rate
     logged = server.connections_logged()[-1]
