@@ -130,6 +130,18 @@ def test_gsm_round_trip_keeps_the_length_and_most_of_the_signal():
     assert float(c[0]) > 0.8
 
 
+@pytest.mark.parametrize("cents", [-400, 300])
+def test_pitch_shift_moves_a_tone_by_the_cents_at_the_same_length_and_level(cents):
+    t = np.arange(16000) / 16000
+    x = (0.5 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    y = augment.pitch_shift(x, cents)
+    assert y.shape == x.shape and y.dtype == np.float32
+    spectrum = np.abs(np.fft.rfft(y[2000:14000] * np.hanning(12000)))
+    peak_hz = np.argmax(spectrum) * 16000 / 12000
+    assert abs(peak_hz - 220 * 2 ** (cents / 1200)) < 4  # the FFT's bins are 1.33 Hz apart
+    assert 0.4 < float(np.max(np.abs(y))) < 0.6
+
+
 def test_browser_resample_keeps_a_tone_and_the_length_within_a_sample():
     t = np.arange(16000) / 16000
     x = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)

@@ -1,6 +1,6 @@
 """recipes/synthetic-en/run.sh --smoke: text, dev audio, features, a few training steps,
-both fine-tuning phases, the real-voice stage (on a stand-in for Debian's Asterisk prompt
-folders), export and evaluation, all in a temporary folder (never touching the shipped model)."""
+both fine-tuning phases, the real-voice stage and the neural-voice stage (on a stand-in for
+Debian's Asterisk prompt folders), export and evaluation, all in a temporary folder (never touching the shipped model)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def test_smoke_run_exports_a_loadable_model(tmp_path):
     sounds, docs = fake_asterisk(tmp_path / "asterisk")
     env = dict(os.environ, ASTERISK_SOUNDS=str(sounds), ASTERISK_DOCS=str(docs))
     proc = subprocess.run(["bash", str(RUN), "--smoke", "--finetune-min", "1", "--realvoice-min", "1",
+                           "--neural-min", "1",
                            "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=420, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     model = tmp_path / "exp" / "model"
@@ -41,6 +42,13 @@ def test_smoke_run_exports_a_loadable_model(tmp_path):
         tmp_path / "exp" / "realvoice" / "train.log").read_text()
     shards = sorted(p.name for p in (tmp_path / "data" / "train-rv").glob("shard-*.npz"))
     assert shards == ["shard-00000.npz", "shard-piper-00000.npz", "shard-real-00000.npz"], shards
-    assert f"exported {tmp_path / 'exp' / 'realvoice' / 'best.pt'}" in proc.stdout
+    assert f"init from {tmp_path / 'exp' / 'realvoice' / 'best.pt'}" in (
+        tmp_path / "exp" / "neural" / "train.log").read_text()
+    shards = sorted(p.name for p in (tmp_path / "data" / "train-nv").glob("shard-*.npz"))
+    assert shards == ["shard-00000.npz", "shard-piper-00000.npz", "shard-real-00000.npz"], shards
+    piper = np.load(tmp_path / "data" / "train-nv" / "shard-piper-00000.npz")
+    assert len(piper["texts"]) == 4 and all(str(d).startswith("piper:joe:") for d in piper["desc"])
+    assert len(list((tmp_path / "data" / "dev" / "piper").glob("*.wav"))) == 2
+    assert f"exported {tmp_path / 'exp' / 'neural' / 'best.pt'}" in proc.stdout
     if before is not None:
         assert shipped.stat().st_mtime_ns == before

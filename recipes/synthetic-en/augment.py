@@ -11,19 +11,49 @@ import os
 import random
 import subprocess
 import tempfile
+from contextlib import contextmanager
 
 import numpy as np
 import soundfile as sf
 import soxr
 from scipy import signal
 
-__all__ = ["speed", "pad_silence", "add_noise", "reverberate", "telephone", "mulaw_roundtrip", "alaw_roundtrip",
+__all__ = ["speed", "pitch_shift", "pad_silence", "add_noise", "reverberate", "telephone", "mulaw_roundtrip", "alaw_roundtrip",
            "gsm_roundtrip", "browser_resample", "clip", "augment"]
 
 
 def speed(x: np.ndarray, factor: float, sample_rate: int = 16000) -> np.ndarray:
     """Play ``factor`` times faster (tempo and pitch together), like sox ``speed``."""
     return soxr.resample(x, int(round(sample_rate * factor)), sample_rate, quality="HQ").astype(np.float32)
+
+
+@contextmanager
+def _scratch():
+    """A temporary folder for sox's files (in /dev/shm where there is one)."""
+    d = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        yield d
+    finally:
+        for n in os.listdir(d):
+            os.unlink(os.path.join(d, n))
+        os.rmdir(d)
+
+
+def _same_length(y: np.ndarray, n: int) -> np.ndarray:
+    return y[:n] if len(y) >= n else np.pad(y, (0, n - len(y)))
+
+
+def pitch_shift(x: np.ndarray, cents: float, sample_rate: int = 16000) -> np.ndarray:
+    """Raise (or lower) the pitch by ``cents`` at the same tempo (sox ``pitch``): with
+    VTLP's formant warp at training time, one voice becomes many."""
+    peak = float(np.max(np.abs(x))) + 1e-9
+    with _scratch() as d:
+        src, back = os.path.join(d, "a.wav"), os.path.join(d, "b.wav")
+        sf.write(src, x / peak * 0.7, sample_rate, subtype="PCM_16")
+        subprocess.run(["sox", "-q", src, "-b", "16", back, "pitch", f"{cents:.0f}"], check=True,
+                       capture_output=True)
+        y, _ = sf.read(back, dtype="float32")
+    return (_same_length(y, len(x)) / 0.7 * peak).astype(np.float32)
 
 
 def pad_silence(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> np.ndarray:
@@ -92,18 +122,13 @@ def alaw_roundtrip(x: np.ndarray) -> np.ndarray:
 def gsm_roundtrip(x: np.ndarray) -> np.ndarray:
     """8 kHz samples through the GSM 06.10 full-rate codec (sox), as SIP trunks and
     Asterisk's own prompt files carry them."""
-    d = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    try:
+    with _scratch() as d:
         src, gsm, back = (os.path.join(d, n) for n in ("a.wav", "a.gsm", "b.wav"))
         sf.write(src, np.clip(x, -1, 1), 8000, subtype="PCM_16")
         subprocess.run(["sox", "-q", src, "-r", "8000", gsm], check=True, capture_output=True)
         subprocess.run(["sox", "-q", gsm, "-b", "16", back], check=True, capture_output=True)
         y, _ = sf.read(back, dtype="float32")
-        return y[: len(x)] if len(y) >= len(x) else np.pad(y, (0, len(x) - len(y)))
-    finally:
-        for n in os.listdir(d):
-            os.unlink(os.path.join(d, n))
-        os.rmdir(d)
+    return _same_length(y, len(x))
 
 
 def browser_resample(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> np.ndarray:

