@@ -21,6 +21,11 @@ Measured, each for ``greedy``, ``modified_beam`` (beam 4) and ``accurate``
   ``streams_per_core``: audio seconds per CPU second with ``--batch`` streams decoded
   together (how many real-time streams one core carries).
 
+``--synthetic`` (off by default) also scores the same methods on the synthetic dev sets
+(espeak, flite, espeak8k: ``devset.dev_set``, the recipe's held-out sentences and voices),
+so that one report holds a model's real and synthetic error rates (report key
+``synthetic``: set -> method -> wer, cer, utts).
+
 ``--capture`` (off by default) also measures capture-path stability: each file, after
 0.3 s of silence, played by paplay into a private PulseAudio null sink at 48 kHz
 (bench/null_sink.py; PulseAudio resamples the 16 kHz files) and captured from its
@@ -32,6 +37,7 @@ and libportaudio2; without them ``--capture`` fails saying so.
     python bench/realvoice.py --out bench/results/realvoice.json
     python bench/realvoice.py --files cards/001,alsa/Front_Center --methods greedy --out x.json
     python bench/realvoice.py --methods greedy --no-timing --capture --out x.json
+    python bench/realvoice.py --model DIR --synthetic --capture --out x.json
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from devset import Utterance, _telephone, error_rates, normalize, transcribe  # noqa: E402
+from devset import Utterance, _telephone, dev_set, error_rates, normalize, transcribe  # noqa: E402
 from streamdec import Recognizer  # noqa: E402
 from streamdec.appconfig import load_config  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -66,6 +72,7 @@ RAW = {"goforward/goforward": (PS / "goforward.raw", "go forward ten meters"),
        "digits/dhd.2934z": (PS / "tidigits" / "dhd.2934z.raw", "two nine three four zero")}
 METHODS = ["greedy", "modified_beam", "accurate"]
 SHIFTS_MS = [2.5 * i for i in range(8)]
+SYNTHETIC_SETS = ["espeak", "flite", "espeak8k"]
 CAPTURE_SINK_RATE = 48000  # the null sink's rate: PulseAudio resamples the files to it
 CAPTURE_LEAD_IN = 0.3  # seconds of silence before each played file (the monitor misses
 # the first 45-90 ms of a playback)
@@ -260,6 +267,17 @@ def measure(args) -> dict:
                   + (f" shift mean {row['shift']['mean']}" if "shift" in row else "")
                   + (f" rtf {row['rtf']} streams/core {row['streams_per_core']}"
                      if "rtf" in row else ""), file=sys.stderr, flush=True)
+        if args.synthetic:
+            report["synthetic"] = {}
+            for name in SYNTHETIC_SETS:
+                dev = dev_set(name, args.synthetic_limit)
+                refs = {u.utt: u.text for u in dev}
+                report["synthetic"][name] = row = {}
+                for m in methods:
+                    r = error_rates(refs, transcribe(rec, dev, searches[m], batch=args.batch))
+                    row[m] = {"wer": round(r["wer"], 4), "cer": round(r["cer"], 4), "utts": len(dev)}
+                print(f"{name:14s} " + " ".join(f"{m} WER {row[m]['wer']:.3f}" for m in methods),
+                      file=sys.stderr, flush=True)
         if args.capture:
             greedy = transcribe(rec, utts, searches["greedy"], batch=args.batch)
             cap = capture_stability(utts, greedy, Path(tmp), args.model)
@@ -284,6 +302,10 @@ def main(argv=None) -> None:
     ap.add_argument("--files", default="", help="comma-separated ids (part/name); default all")
     ap.add_argument("--batch", type=int, default=16, help="streams decoded together")
     ap.add_argument("--no-timing", action="store_true", help="skip rtf and streams per core")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="also score the methods on the synthetic dev sets (espeak, flite, espeak8k)")
+    ap.add_argument("--synthetic-limit", type=int, default=0,
+                    help="--synthetic: only each set's first N utterances (0: all)")
     ap.add_argument("--capture", action="store_true",
                     help="also compare each file captured through a PulseAudio null sink by "
                          "'streamdec mic' with the file decoded directly (greedy)")

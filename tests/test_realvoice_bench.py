@@ -2,7 +2,8 @@
 (one of pocketsphinx-testdata, one of alsa-utils: both Debian packages, installed by
 scripts/install-test-deps.sh) and writes the documented report. Its WER numbers are the
 benchmark's business; the test checks the report's shape and the counts that must hold
-whatever the model: files, utterances per part, lead-ins per file. ``--capture`` runs on
+whatever the model: files, utterances per part, lead-ins per file, and (``--synthetic``)
+utterances per synthetic dev set. ``--capture`` runs on
 the same two files through a PulseAudio null sink (bench/null_sink.py) and checks its
 report the same way; without PulseAudio's tools it must fail, naming the packages."""
 
@@ -39,7 +40,8 @@ def test_realvoice_smoke(tmp_path):
     out = tmp_path / "realvoice.json"
     subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out", str(out),
                     "--files", "cards/001,alsa/Front_Center", "--methods", "greedy",
-                    "--shift-methods", "greedy"], check=True, capture_output=True, timeout=300)
+                    "--shift-methods", "greedy", "--synthetic", "--synthetic-limit", "2"],
+                   check=True, capture_output=True, timeout=300)
     report = json.loads(out.read_text())
     assert report["files"] == 2 and report["threads"] == 1
     assert list(report["methods"]) == ["greedy"]
@@ -50,6 +52,8 @@ def test_realvoice_smoke(tmp_path):
     assert set(row["shift"]["distinct"]) == {"cards/001", "alsa/Front_Center"}
     assert all(1 <= n <= len(SHIFTS_MS) for n in row["shift"]["distinct"].values())
     assert row["rtf"] > 0 and row["streams_per_core"] > 0
+    assert {name: {m: r["utts"] for m, r in rows.items()} for name, rows in report["synthetic"].items()} \
+        == {"espeak": {"greedy": 2}, "flite": {"greedy": 2}, "espeak8k": {"greedy": 2}}
 
 
 @pytest.mark.slow
