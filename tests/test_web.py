@@ -115,6 +115,11 @@ BLOCK, MAX_GLITCHES = CAPTURE_RATE // 100, 6
 KEY = 8  # samples: a block is looked up in the file by the KEY samples from its first non-zero one
 
 
+def between_first_and_last_sound(x: np.ndarray) -> np.ndarray:
+    nonzero = np.flatnonzero(x)
+    return x[nonzero[0]:nonzero[-1] + 1]
+
+
 def glitched_blocks(got: np.ndarray, want: np.ndarray) -> int:
     """How many non-silent ``BLOCK``s of ``got`` are not a piece of ``want``; each other
     block is one, sample for sample, no earlier in ``want`` than the block before it but
@@ -194,8 +199,7 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     sent = sent_audio(page)
     samples = to_int16(sent)
     assert np.abs(samples / np.where(sent > 0, 32767, 32768) - sent).max() < 1e-7
-    speech = file_audio[np.flatnonzero(file_audio)[0]:np.flatnonzero(file_audio)[-1] + 1]
-    heard = samples[np.flatnonzero(samples)[0]:np.flatnonzero(samples)[-1] + 1]
+    speech, heard = between_first_and_last_sound(file_audio), between_first_and_last_sound(samples)
     # piece by piece in the file's order, silence after it (the loop did not restart)
     assert glitched_blocks(heard, speech) <= MAX_GLITCHES
 

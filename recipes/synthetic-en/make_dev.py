@@ -47,12 +47,15 @@ def dev_voice(engine: str, index: int) -> Voice:
     return Voice("flite", DEV_FLITE_VOICE, rate=1.0, pitch=rng.randint(170, 190), spread=20)
 
 
+def write_wav(path: Path, samples) -> None:
+    """16 kHz 16-bit, peak at 0.8 (headroom for sox's resampling)."""
+    sf.write(path, samples / (abs(samples).max() + 1e-9) * 0.8, 16000, subtype="PCM_16")
+
+
 def make_set(name: str, engine: str, refs: list[tuple[str, str]], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for i, (utt, text) in enumerate(refs):
-        samples, _ = synthesize(dev_voice(engine, i), text)
-        samples = samples / (abs(samples).max() + 1e-9) * 0.8  # headroom for sox's resampling
-        sf.write(out / f"{utt}.wav", samples, 16000, subtype="PCM_16")
+        write_wav(out / f"{utt}.wav", synthesize(dev_voice(engine, i), text)[0])
     write_refs(out, refs)
 
 
@@ -61,8 +64,7 @@ def make_piper_set(refs: list[tuple[str, str]], out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     for utt, text in refs:
-        samples, _ = piper_speak(text)
-        sf.write(out / f"{utt}.wav", samples / (abs(samples).max() + 1e-9) * 0.8, 16000, subtype="PCM_16")
+        write_wav(out / f"{utt}.wav", piper_speak(text)[0])
     write_refs(out, refs)
 
 

@@ -155,11 +155,11 @@ fi
 if [ "$REALVOICE" != 0 ]; then
   RV="$EXP/realvoice"
 fi
+SRC=()  # stages 3c and 3d: where the real prompts are (default: Debian's folders)
+[ -n "${ASTERISK_SOUNDS:-}" ] && SRC+=(--sounds "$ASTERISK_SOUNDS")
+[ -n "${ASTERISK_DOCS:-}" ] && SRC+=(--docs "$ASTERISK_DOCS")
 if [ "$REALVOICE" != 0 ] && [ "$STAGE" -le 3 ]; then
   echo "== stage 3c: real voices: data ($DATA/train-rv), train (log: $RV/train.log)"
-  SRC=()
-  [ -n "${ASTERISK_SOUNDS:-}" ] && SRC+=(--sounds "$ASTERISK_SOUNDS")
-  [ -n "${ASTERISK_DOCS:-}" ] && SRC+=(--docs "$ASTERISK_DOCS")
   $PY "$HERE/prepare_extra.py" "$DATA/train-rv" --source real "${SRC[@]}" $RV_PREP
   $PY "$HERE/prepare_extra.py" "$DATA/train-rv" --source piper --text "$DATA/text/train.txt" $RV_PIPER
   $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-rv" --seed 5 --flite-share 0.35 --channel $RV_SYNTH
@@ -173,9 +173,6 @@ if [ "$REALVOICE" != 0 ]; then FINAL="$RV"; fi
 if [ "$NEURAL" != 0 ] && [ "$STAGE" -le 3 ]; then
   NV="$EXP/neural"
   echo "== stage 3d: one neural voice as many: data ($DATA/train-nv), train (log: $NV/train.log)"
-  SRC=()
-  [ -n "${ASTERISK_SOUNDS:-}" ] && SRC+=(--sounds "$ASTERISK_SOUNDS")
-  [ -n "${ASTERISK_DOCS:-}" ] && SRC+=(--docs "$ASTERISK_DOCS")
   $PY "$HERE/make_dev.py" "$DATA/dev" --piper $NV_DEV
   $PY "$HERE/prepare_extra.py" "$DATA/train-nv" --source piper --text "$DATA/text/train.txt" --offset 3000 \
     --seed 13 --pitch-cents 400 $NV_PIPER
