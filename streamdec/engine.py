@@ -241,7 +241,8 @@ class Engine:
         self.max_pending_frames_vad = max(self.max_pending_frames, 2 * recognizer.meta.chunk_frames
                                           + int(vad_wait / frame_shift))
         self._streams: dict[Stream, LiveStream] = {}
-        self._ready: dict[LiveStream, None] = {}  # ready to decode, oldest first
+        # ready to decode, oldest first, with the time each became ready
+        self._ready: dict[LiveStream, float] = {}
         self._changed: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -337,7 +338,7 @@ class Engine:
         live._mark_chunks(time.monotonic())
         if live not in self._ready and self.recognizer.is_ready(live.stream):
             live.stream.features.compute_ready()
-            self._ready[live] = None
+            self._ready[live] = time.monotonic()
             self._changed.set()
 
     def _forget(self, live: LiveStream) -> None:
@@ -379,21 +380,20 @@ class Engine:
         work.add_done_callback(computed)
 
     async def _next_batch(self) -> DecodeBatch:
-        """Wait for ready streams; give them up to max_wait_ms to fill a batch."""
-        deadline = None
+        """Wait for ready streams; give them up to max_wait_ms, counted from when the
+        oldest of them became ready, to fill a batch (a stream that became ready while a
+        batch was decoding has waited already)."""
         while True:
             ready = [live for live in self._ready if self.recognizer.is_ready(live.stream)]
             now = time.monotonic()
-            if ready and (len(ready) >= self.config.max_batch
-                          or (deadline is not None and now >= deadline)
-                          or self.config.max_wait_ms == 0):
+            deadline = (self._ready[ready[0]] + self.config.max_wait_ms / 1000
+                        if ready else None)
+            if ready and (len(ready) >= self.config.max_batch or now >= deadline):
                 batch = self.recognizer.gather([live.stream for live in ready],
                                                limit=self.config.max_batch)
                 for stream in batch.streams:
                     self._ready.pop(self._streams[stream], None)
                 return batch
-            if ready and deadline is None:
-                deadline = now + self.config.max_wait_ms / 1000
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(),
@@ -425,7 +425,7 @@ class Engine:
                     if update.error is not None:
                         self.observer.on_stream_error(update.error)
                 if self.recognizer.is_ready(stream):
-                    self._ready[live] = None
+                    self._ready[live] = now
         finally:
             self._changed.set()
             self._progress.set()

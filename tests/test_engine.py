@@ -385,6 +385,37 @@ def test_cancelling_the_task_that_stops_the_engine_mid_batch_leaves_no_stream_in
         assert live.stream.state.processed_feature_frames == chunk  # the one batch was committed
 
 
+def test_a_stream_that_waited_through_a_batch_is_not_made_to_wait_again(rec):
+    """``max_wait_ms`` counts from when a stream became ready: one that became ready while
+    a batch was computing, and has waited ``max_wait_ms`` meanwhile, is in the next batch
+    as soon as that batch is committed (it used to wait ``max_wait_ms`` more from then)."""
+    gated = Gated(rec.model)
+    slow = Recognizer(rec.config, model=gated, symbols=rec.symbols)
+    max_wait = 1.0
+
+    async def main():
+        config = EngineConfig(max_batch=2, max_wait_ms=1000 * max_wait)
+        async with Engine(slow, config) as engine:
+            first = [engine.open() for _ in range(2)]
+            for live, audio in zip(first, AUDIOS):
+                await live.feed(16000, audio[:8000])  # a full batch: decoded at once
+            await batch_entered(gated)
+            late = engine.open()
+            await late.feed(16000, AUDIOS[2][:8000])  # ready while the batch computes
+            await asyncio.sleep(max_wait + 0.1)
+            released = asyncio.get_running_loop().time()
+            gated.go.set()
+            while not late.stream.in_flight and late.stream.state.processed_feature_frames == 0:
+                await asyncio.sleep(0.005)
+            waited = asyncio.get_running_loop().time() - released
+            for live in first + [late]:
+                live.close()
+            return waited
+
+    waited = asyncio.run(asyncio.wait_for(main(), 30))
+    assert waited < max_wait / 2, f"decoded {waited:.3f} s after the batch before it ended"
+
+
 def test_a_compute_that_breaks_gives_every_stream_of_its_batch_an_error(rec, monkeypatch):
     """When the compute itself raises (not one stream's failure, which compute turns into
     that stream's update), each stream of the batch ends with a DecodeError."""
