@@ -15,7 +15,9 @@ call the Recognizer themselves:
         results = await run_stream(engine.open(), audio, on_result)
 
 How a decode runs: on the event loop a scheduler waits (never polls) until streams hold a
-whole chunk, waits up to ``max_wait_ms`` for a batch of ``max_batch`` to fill, gathers
+whole chunk, lets the oldest of them wait up to ``max_wait_ms`` from when it became ready
+for a batch of ``max_batch`` to fill (not at all when no other open stream could join:
+a larger batch costs less CPU per stream, the wait is latency), gathers
 it (``Recognizer.gather``, loop thread), computes it in a worker thread
 (``Recognizer.compute``: pure, touches no stream; ONNX Runtime releases the GIL, so the
 loop goes on computing features meanwhile) and commits it back on the loop thread
@@ -59,7 +61,7 @@ log = logging.getLogger("streamdec")
 @dataclass(frozen=True)
 class EngineConfig:
     max_batch: int = 32  # streams decoded together in one batch
-    max_wait_ms: float = 5.0  # how long a ready stream may wait for a batch to fill
+    max_wait_ms: float = 15.0  # how long a ready stream may wait for a batch to fill
     workers: int = 1  # batches decoded at once, each in its own thread
     max_pending_seconds: float = 2.0  # undecoded audio per stream before feed() waits
 
@@ -248,6 +250,7 @@ class Engine:
         self._pool: ThreadPoolExecutor | None = None
         self._scheduler: asyncio.Task | None = None
         self._in_flight: set[asyncio.Future] = set()
+        self._busy = 0  # streams in the batches in flight
         self._progress: asyncio.Event | None = None  # set after every commit
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -365,6 +368,7 @@ class Engine:
         started = time.perf_counter()
         done = loop.create_future()
         self._in_flight.add(done)
+        self._busy += len(batch)
 
         def computed(work: concurrent.futures.Future) -> None:  # worker thread (or here)
             try:
@@ -382,13 +386,16 @@ class Engine:
     async def _next_batch(self) -> DecodeBatch:
         """Wait for ready streams; give them up to max_wait_ms, counted from when the
         oldest of them became ready, to fill a batch (a stream that became ready while a
-        batch was decoding has waited already)."""
+        batch was decoding has waited already), and no time when every open stream not
+        in flight is ready."""
         while True:
             ready = [live for live in self._ready if self.recognizer.is_ready(live.stream)]
             now = time.monotonic()
             deadline = (self._ready[ready[0]] + self.config.max_wait_ms / 1000
                         if ready else None)
-            if ready and (len(ready) >= self.config.max_batch or now >= deadline):
+            # no wait when no other stream could join (one live stream: a microphone)
+            could_join = min(self.config.max_batch, len(self._streams) - self._busy)
+            if ready and (len(ready) >= could_join or now >= deadline):
                 batch = self.recognizer.gather([live.stream for live in ready],
                                                limit=self.config.max_batch)
                 for stream in batch.streams:
@@ -406,6 +413,7 @@ class Engine:
         """A batch's compute ended (loop thread): commit it and hand out the results. A
         compute that was cancelled or broke gives each of its streams a DecodeError."""
         self._in_flight.discard(done)
+        self._busy -= len(batch)
         self._slots.release()
         try:
             updates = self._updates(batch, work)

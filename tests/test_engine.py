@@ -416,6 +416,31 @@ def test_a_stream_that_waited_through_a_batch_is_not_made_to_wait_again(rec):
     assert waited < max_wait / 2, f"decoded {waited:.3f} s after the batch before it ended"
 
 
+def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
+    """With one open stream (a microphone) a ready chunk is decoded at once, not after
+    ``max_wait_ms``; with a second open stream that is not ready, it waits for it."""
+    max_wait = 1.0
+
+    async def first_decode(streams: int) -> float:
+        config = EngineConfig(max_batch=8, max_wait_ms=1000 * max_wait)
+        async with Engine(rec, config) as engine:
+            lives = [engine.open() for _ in range(streams)]
+            loop = asyncio.get_running_loop()
+            fed = loop.time()
+            await lives[0].feed(16000, AUDIOS[0][:8000])  # one whole chunk
+            while lives[0].stream.state.processed_feature_frames == 0:
+                await asyncio.sleep(0.005)
+            took = loop.time() - fed
+            for live in lives:
+                live.close()
+            return took
+
+    alone = asyncio.run(asyncio.wait_for(first_decode(1), 30))
+    with_another = asyncio.run(asyncio.wait_for(first_decode(2), 30))
+    assert alone < max_wait / 2, f"a lone stream's chunk waited {alone:.3f} s"
+    assert with_another >= max_wait, f"decoded after {with_another:.3f} s, not waiting"
+
+
 def test_a_compute_that_breaks_gives_every_stream_of_its_batch_an_error(rec, monkeypatch):
     """When the compute itself raises (not one stream's failure, which compute turns into
     that stream's update), each stream of the batch ends with a DecodeError."""
