@@ -338,10 +338,11 @@ class Engine:
         """Audio (or its end) arrived for ``live``. When it makes a chunk whole, the
         chunk's feature frames are computed now, as one block (here, while a batch may be
         decoding, not later in ``gather`` on the way of every stream of a batch)."""
-        live._mark_chunks(time.monotonic())
+        now = time.monotonic()
+        live._mark_chunks(now)
         if live not in self._ready and self.recognizer.is_ready(live.stream):
             live.stream.features.compute_ready()
-            self._ready[live] = time.monotonic()
+            self._ready[live] = now
             self._changed.set()
 
     def _forget(self, live: LiveStream) -> None:
