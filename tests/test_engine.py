@@ -319,6 +319,12 @@ async def batch_entered(gated: Gated) -> None:
     raise AssertionError("no batch reached the model in 5 s")
 
 
+async def first_chunk_decoded(live) -> None:
+    """Wait (without blocking the loop) until the stream's first chunk is committed."""
+    while live.stream.state.processed_feature_frames == 0:
+        await asyncio.sleep(0.005)
+
+
 def test_a_cancelled_batch_future_still_commits_every_stream(rec):
     """Cancelling the future of a batch being computed (what a cancelled waiter does) must
     not leave its streams in flight: the batch commits and every stream goes on to the
@@ -405,8 +411,7 @@ def test_a_stream_that_waited_through_a_batch_is_not_made_to_wait_again(rec):
             await asyncio.sleep(max_wait + 0.1)
             released = asyncio.get_running_loop().time()
             gated.go.set()
-            while not late.stream.in_flight and late.stream.state.processed_feature_frames == 0:
-                await asyncio.sleep(0.005)
+            await first_chunk_decoded(late)
             waited = asyncio.get_running_loop().time() - released
             for live in first + [late]:
                 live.close()
@@ -428,8 +433,7 @@ def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
             loop = asyncio.get_running_loop()
             fed = loop.time()
             await lives[0].feed(16000, AUDIOS[0][:8000])  # one whole chunk
-            while lives[0].stream.state.processed_feature_frames == 0:
-                await asyncio.sleep(0.005)
+            await first_chunk_decoded(lives[0])
             took = loop.time() - fed
             for live in lives:
                 live.close()
@@ -439,6 +443,14 @@ def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
     with_another = asyncio.run(asyncio.wait_for(first_decode(2), 30))
     assert alone < max_wait / 2, f"a lone stream's chunk waited {alone:.3f} s"
     assert with_another >= max_wait, f"decoded after {with_another:.3f} s, not waiting"
+
+
+def test_the_shipped_default_config_waits_15_ms_for_a_batch():
+    """README's engine settings: 15 ms by default, the same in EngineConfig and the shipped
+    default.toml."""
+    from streamdec.appconfig import load_config
+
+    assert EngineConfig().max_wait_ms == load_config("default").server.engine.max_wait_ms == 15.0
 
 
 def test_a_compute_that_breaks_gives_every_stream_of_its_batch_an_error(rec, monkeypatch):
