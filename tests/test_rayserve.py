@@ -185,10 +185,10 @@ def test_a_full_application_queues_new_streams_then_refuses_with_503(two_replica
     assert admitted == 20
 
 
-def _speech(clips, n: int) -> np.ndarray:
-    """Three clips in a row, half a second apart: about six seconds."""
+def _speech(clips, n: int, pieces: int = 3) -> np.ndarray:
+    """``pieces`` clips in a row, half a second apart: about two seconds each."""
     parts = []
-    for k in range(3):
+    for k in range(pieces):
         parts += [sf.read(clips[(n + 7 * k) % 20], dtype="float32")[0],
                   np.zeros(8000, np.float32)]
     return np.concatenate(parts)
@@ -239,7 +239,10 @@ async def served_after_retries(url: str, audio: np.ndarray) -> dict:
 def test_a_killed_replica_closes_only_its_own_clients_and_new_ones_are_served(
         two_replicas, rec, clips, tmp_path):
     server = two_replicas
-    audios = [_speech(clips, n) for n in range(6)]
+    # up to twelve clients of about twelve seconds each, opened one after another until both
+    # replicas hold some: Serve routes each handshake on both replicas' stream counts, but a
+    # count that does not answer in time (a loaded machine) sends it to the other replica
+    audios = [_speech(clips, n, pieces=6) for n in range(12)]
     want = []
     for n, audio in enumerate(audios):
         sf.write(tmp_path / f"{n}.wav", audio, 16000, subtype="FLOAT")
@@ -247,10 +250,17 @@ def test_a_killed_replica_closes_only_its_own_clients_and_new_ones_are_served(
     fresh_audio = sf.read(clips[5], dtype="float32")[0]
 
     async def scenario():
-        results = [{} for _ in audios]
-        answered = [asyncio.Event() for _ in audios]
-        clients = [asyncio.ensure_future(paced_client(server.url("/"), a, out, e))
-                   for a, out, e in zip(audios, results, answered)]
+        results, answered, clients = [], [], []
+        for audio in audios:
+            results.append({})
+            answered.append(asyncio.Event())
+            clients.append(asyncio.ensure_future(
+                paced_client(server.url("/"), audio, results[-1], answered[-1])))
+            while "replica" not in results[-1] and not clients[-1].done():
+                await asyncio.sleep(0.01)
+            clients[-1].done() and clients[-1].result()  # a failed handshake fails the test
+            if len(results) >= 6 and len({r["replica"] for r in results}) == 2:
+                break
         await asyncio.wait_for(asyncio.gather(*[e.wait() for e in answered]), 30 * UNIT)
         victim = results[0]["replica"]
         os.kill(server.health()["replica_health"][victim]["pid"], signal.SIGKILL)
