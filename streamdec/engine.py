@@ -62,7 +62,9 @@ log = logging.getLogger("streamdec")
 class EngineConfig:
     max_batch: int = 32  # streams decoded together in one batch
     max_wait_ms: float = 15.0  # how long a ready stream may wait for a batch to fill
-    workers: int = 1  # batches decoded at once, each in its own thread
+    # batches decoded at once, each in its own thread: 2 lets a second batch's encoder run
+    # on another core while one is decoding (measured: bench/results/stop30)
+    workers: int = 2
     max_pending_seconds: float = 2.0  # undecoded audio per stream before feed() waits
 
     def __post_init__(self) -> None:

@@ -310,6 +310,15 @@ class Gated:
         return self._model.join(encoder_out, decoder_out)
 
 
+class HoldsFirstBatch(Gated):
+    """Gated for the first encode call only; later ones go through at once."""
+
+    def encode(self, features, states):
+        if self.entered.is_set():
+            return self._model.encode(features, states)
+        return super().encode(features, states)
+
+
 async def batch_entered(gated: Gated) -> None:
     """Wait (without blocking the loop) until a batch is inside the model."""
     for _ in range(1000):
@@ -445,12 +454,35 @@ def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
     assert with_another >= max_wait, f"decoded after {with_another:.3f} s, not waiting"
 
 
-def test_the_shipped_default_config_waits_15_ms_for_a_batch():
-    """README's engine settings: 15 ms by default, the same in EngineConfig and the shipped
-    default.toml."""
+def test_the_shipped_default_config_waits_15_ms_for_a_batch_and_decodes_two_at_once():
+    """README's engine settings: 15 ms and two decode threads by default, the same in
+    EngineConfig and the shipped default.toml."""
     from streamdec.appconfig import load_config
 
-    assert EngineConfig().max_wait_ms == load_config("default").server.engine.max_wait_ms == 15.0
+    shipped = load_config("default").server.engine
+    assert EngineConfig().max_wait_ms == shipped.max_wait_ms == 15.0
+    assert EngineConfig().workers == shipped.workers == 2
+
+
+def test_by_default_a_second_batch_decodes_while_the_first_is_in_the_model(rec):
+    """The default engine's second decode thread: a stream that becomes ready while another
+    stream's batch is held inside the model is decoded meanwhile, not after it."""
+    gated = HoldsFirstBatch(rec.model)
+    slow = Recognizer(rec.config, model=gated, symbols=rec.symbols)
+
+    async def main():
+        async with Engine(slow) as engine:
+            held, other = engine.open(), engine.open()
+            await held.feed(16000, AUDIOS[0][:8000])  # one whole chunk
+            await batch_entered(gated)
+            await other.feed(16000, AUDIOS[1][:8000])
+            await asyncio.wait_for(first_chunk_decoded(other), 10)
+            assert held.stream.in_flight and engine.batches_in_flight == 1
+            gated.go.set()
+            await asyncio.wait_for(first_chunk_decoded(held), 10)
+            assert not held.stream.in_flight and held.error is other.error is None
+
+    asyncio.run(asyncio.wait_for(main(), 30))
 
 
 def test_a_compute_that_breaks_gives_every_stream_of_its_batch_an_error(rec, monkeypatch):
