@@ -20,7 +20,8 @@ for a batch of ``max_batch`` to fill (not at all when no other open stream could
 a larger batch costs less CPU per stream, the wait is latency), gathers
 it (``Recognizer.gather``, loop thread), computes it in a worker thread
 (``Recognizer.compute``: pure, touches no stream; ONNX Runtime releases the GIL, so the
-loop goes on computing features meanwhile) and commits it back on the loop thread
+loop goes on computing features meanwhile: at the end of each turn of the loop, those of
+every chunk made whole in it, in one fbank call) and commits it back on the loop thread
 (``Recognizer.commit``). So each stream is touched by one thread only: the loop's.
 A stream whose decode fails ends alone with its error; ``workers`` batches may be in
 flight at once (each stream in at most one).
@@ -47,6 +48,7 @@ import numpy as np
 
 from .endpoint import EndpointConfig
 from .errors import ConfigError, DecodeError, StreamdecError
+from .features import compute_ready_together
 from .recognizer import DecodeBatch, Recognizer, StreamUpdate
 from .results import Result
 from .search import SearchConfig
@@ -247,6 +249,9 @@ class Engine:
         self._streams: dict[Stream, LiveStream] = {}
         # ready to decode, oldest first, with the time each became ready
         self._ready: dict[LiveStream, float] = {}
+        # a whole chunk arrived in this turn of the loop: its frames not computed yet
+        self._arriving: dict[LiveStream, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Event | None = None
         self._slots: asyncio.Semaphore | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -270,6 +275,7 @@ class Engine:
 
     def start(self) -> None:
         """Start the scheduler on the running loop."""
+        self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         self._progress = asyncio.Event()
         self._slots = asyncio.Semaphore(self.config.workers)
@@ -338,18 +344,30 @@ class Engine:
 
     def _arrived(self, live: LiveStream) -> None:
         """Audio (or its end) arrived for ``live``. When it makes a chunk whole, the
-        chunk's feature frames are computed now, as one block (here, while a batch may be
-        decoding, not later in ``gather`` on the way of every stream of a batch)."""
+        chunk's feature frames are computed at the end of this turn of the loop, with those
+        of every other stream whose chunk became whole in it (``_featurize``: here, while a
+        batch may be decoding, not later in ``gather`` on the way of every stream of a
+        batch)."""
         now = time.monotonic()
         live._mark_chunks(now)
-        if live not in self._ready and self.recognizer.is_ready(live.stream):
-            live.stream.features.compute_ready()
-            self._ready[live] = now
-            self._changed.set()
+        if (live not in self._ready and live not in self._arriving
+                and self.recognizer.is_ready(live.stream)):
+            if not self._arriving:
+                self._loop.call_soon(self._featurize)
+            self._arriving[live] = now
+
+    def _featurize(self) -> None:
+        """The streams whose chunk became whole since the last call: their feature frames
+        computed together (``compute_ready_together``), then ready."""
+        arriving, self._arriving = self._arriving, {}
+        compute_ready_together(live.stream.features for live in arriving)
+        self._ready.update(arriving)
+        self._changed.set()
 
     def _forget(self, live: LiveStream) -> None:
         self._streams.pop(live.stream, None)
         self._ready.pop(live, None)
+        self._arriving.pop(live, None)
 
     # -- scheduling ------------------------------------------------------------------------
     async def _schedule(self) -> None:
@@ -423,7 +441,7 @@ class Engine:
             if self.observer:
                 self.observer.on_batch(len(batch), time.perf_counter() - started)
             self.recognizer.commit(batch, updates)
-            now = time.monotonic()
+            now, again = time.monotonic(), []
             for stream, update in zip(batch.streams, updates):
                 live = self._streams.get(stream)
                 if live is None:  # closed while in flight
@@ -435,8 +453,10 @@ class Engine:
                         self.observer.on_result_latency(seconds)
                     if update.error is not None:
                         self.observer.on_stream_error(update.error)
-                if self.recognizer.is_ready(stream):
-                    self._ready[live] = now
+                if self.recognizer.is_ready(stream):  # its next chunk came meanwhile
+                    again.append(live)
+            compute_ready_together(live.stream.features for live in again)
+            self._ready.update((live, now) for live in again)
         finally:
             self._changed.set()
             self._progress.set()

@@ -199,6 +199,18 @@ class OnlineFbank:
         self._taken(new)
         return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
 
+    def take_windows(self) -> np.ndarray:
+        """The raw samples of the ready frames not taken yet, (n, frame_length) float32,
+        now taken: what ``take`` computes, for a caller that computes the frames of several
+        streams in one ``log_mel`` (row-wise: the same values). One array of them all: for
+        a few chunks' frames, not a long file's."""
+        old, new = self.num_frames_taken, self.num_frames_ready
+        if new <= old:
+            return np.zeros((0, self.fbank.frame_length), np.float32)
+        windows = self._windows(old, new)
+        self._taken(new)
+        return windows
+
     def skip(self, upto: int) -> None:
         """Pass over the frames before ``upto`` (at most the ready ones) without computing
         them."""

@@ -2,8 +2,36 @@ import numpy as np
 import pytest
 
 from streamdec import AudioInputError, StreamStateError
-from streamdec.features import FeatureConfig, StreamingFeatures, compute_fbank, fbank_options
+from streamdec.features import (TOGETHER_FRAMES, FeatureConfig, StreamingFeatures, compute_fbank,
+                                compute_ready_together, fbank_options)
 from model_factory import test_audio
+
+
+def test_frames_computed_together_equal_each_stream_alone():
+    """compute_ready_together (the engine's per-turn fbank) gives every stream the very
+    frames it computes alone, piece by piece: streams of two feature configurations (two
+    fbanks), one with more pending than one call takes, one with nothing pending, more
+    rows in all than one call takes, and the frames computed earlier untouched."""
+    configs = [FeatureConfig()] * 6 + [FeatureConfig(num_bins=40)] * 2
+    audios = [test_audio(1.0 + 0.13 * n, seed=n) for n in range(len(configs))]
+    together = [StreamingFeatures(c) for c in configs]
+    alone = [StreamingFeatures(c) for c in configs]
+    pieces = [1600, 3200, 16000 * 3, 0, 1600, 5000, 2400, 16000 * 3]  # per stream, per round
+    assert 16000 * 3 // 160 > TOGETHER_FRAMES
+    for rounds in range(3):
+        for n, (a, b, audio) in enumerate(zip(together, alone, audios)):
+            piece = audio[rounds * pieces[n]:(rounds + 1) * pieces[n]]
+            if len(piece):
+                a.accept_waveform(16000, piece)
+                b.accept_waveform(16000, piece)
+                b.compute_ready()
+        compute_ready_together(together)
+        for a, b in zip(together, alone):
+            assert a._num_computed == b._num_computed == a.num_frames_ready
+            np.testing.assert_array_equal(a.frames(0, a.num_frames_ready),
+                                          b.frames(0, b.num_frames_ready))
+    assert sum(f.num_frames_ready for f in together) > 2 * TOGETHER_FRAMES
+    assert together[3].num_frames_ready == 0
 
 
 def test_options_are_the_models_training_options_not_knf_defaults():
