@@ -64,9 +64,10 @@ log = logging.getLogger("streamdec")
 class EngineConfig:
     max_batch: int = 32  # streams decoded together in one batch
     max_wait_ms: float = 15.0  # how long a ready stream may wait for a batch to fill
-    # batches decoded at once, each in its own thread: 2 lets a second batch's encoder run
-    # on another core while one is decoding (measured: bench/results/stop30)
-    workers: int = 2
+    # batches decoded at once, each in its own thread: more than one lets a batch's encoder
+    # run on another core while another decodes (3 measured best on 2 cores: stop30 in
+    # bench/results)
+    workers: int = 3
     max_pending_seconds: float = 2.0  # undecoded audio per stream before feed() waits
 
     def __post_init__(self) -> None:

@@ -454,14 +454,14 @@ def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
     assert with_another >= max_wait, f"decoded after {with_another:.3f} s, not waiting"
 
 
-def test_the_shipped_default_config_waits_15_ms_for_a_batch_and_decodes_two_at_once():
-    """README's engine settings: 15 ms and two decode threads by default, the same in
+def test_the_shipped_default_config_waits_15_ms_for_a_batch_and_decodes_three_at_once():
+    """README's engine settings: 15 ms and three decode threads by default, the same in
     EngineConfig and the shipped default.toml."""
     from streamdec.appconfig import load_config
 
     shipped = load_config("default").server.engine
     assert EngineConfig().max_wait_ms == shipped.max_wait_ms == 15.0
-    assert EngineConfig().workers == shipped.workers == 2
+    assert EngineConfig().workers == shipped.workers == 3
 
 
 def test_by_default_a_second_batch_decodes_while_the_first_is_in_the_model(rec):
