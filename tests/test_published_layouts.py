@@ -142,6 +142,18 @@ def test_modified_beam_equals_sherpa_onnx(layout, recognizers):
     assert frames(ours[0].timestamps) == frames(theirs.timestamps)
 
 
+def sherpa_int8_ids(rec: Recognizer) -> list[int]:
+    """sherpa-onnx's greedy token ids for ``rec``'s int8 files, run here: int8 results
+    depend on the CPU's integer kernels (on an AVX2 machine without VNNI both decoders
+    drift from expected_greedy.json's int8 runs alike), so the reference is this
+    machine's sherpa-onnx on the same files."""
+    files = rec.model_files
+    theirs = sherpa_result(files.encoder, files.decoder, files.joiner, files.tokens, audio(),
+                           SHERPA_TAIL, "greedy_search", 4)
+    ids = {sym.replace("\u2581", " "): i for i, sym in rec.symbols.id_to_symbol.items()}
+    return [ids[t] for t in theirs.tokens]
+
+
 @pytest.mark.parametrize("layout", FAMILIES)
 def test_int8_files_load_and_decode(layout):
     rec = recognizer(layout, int8=True)
@@ -149,10 +161,9 @@ def test_int8_files_load_and_decode(layout):
                (rec.model_files.encoder, rec.model_files.decoder, rec.model_files.joiner))
     samples = audio()
     ours = finals(decode_in_pieces(rec, samples, 3200))
-    want = expected(layout, int8=True)
-    assert len(ours) == 1
-    assert edits(list(ours[0].token_ids), want["token_ids"]) <= \
-        INT8_MAX_EDIT_RATE * len(want["token_ids"])
+    want = sherpa_int8_ids(rec)
+    assert len(ours) == 1 and len(want) >= 6
+    assert edits(list(ours[0].token_ids), want) <= INT8_MAX_EDIT_RATE * len(want)
     # on our runtime, at batch 1, int8 decoding is exactly chunk-invariant
     again = finals(decode_in_pieces(rec, samples, 592))
     assert key(again) == key(ours)
@@ -167,10 +178,10 @@ def test_the_variant_can_be_chosen():
         assert list(finals(decode_in_pieces(rec, audio(), 3200))[0].token_ids) == \
             want["token_ids"]
     rec = recognizer(layout, variant="left-64", int8=True)
-    want = expected(layout, int8=True, variant="epoch-99-avg-1-chunk-16-left-64")
+    assert rec.model_files.encoder.name == "encoder-epoch-99-avg-1-chunk-16-left-64.int8.onnx"
+    want = sherpa_int8_ids(rec)
     ours = finals(decode_in_pieces(rec, audio(), 3200))
-    assert edits(list(ours[0].token_ids), want["token_ids"]) <= \
-        INT8_MAX_EDIT_RATE * len(want["token_ids"])
+    assert edits(list(ours[0].token_ids), want) <= INT8_MAX_EDIT_RATE * len(want)
 
 
 def _feed_one_sample_first(rec: Recognizer, samples: np.ndarray, first: int, then: int):
