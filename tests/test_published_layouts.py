@@ -71,9 +71,9 @@ def audio() -> np.ndarray:
     return samples
 
 
-def expected(layout: str, int8: bool = False, variant: str | None = None) -> dict:
+def expected(layout: str, variant: str | None = None) -> dict:
     runs = json.loads((FIXTURES / layout / "expected_greedy.json").read_text())
-    return runs["sherpa_onnx_greedy"][(variant or LAYOUTS[layout]) + (".int8" if int8 else "")]
+    return runs["sherpa_onnx_greedy"][variant or LAYOUTS[layout]]
 
 
 def frames(seconds) -> list[int]:
