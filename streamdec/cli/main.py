@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import __version__
+from .. import __version__, allocator
 from ..errors import StreamdecError
 from . import lang, mic, models, serve, transcribe
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    allocator.configure()  # every command decodes for a while (see streamdec.allocator)
     try:
         return args.run(args)
     except StreamdecError as e:

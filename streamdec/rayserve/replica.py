@@ -24,6 +24,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import allocator
 from ..appconfig import AppConfig
 from ..recognizer import Recognizer
 from ..server.app import create_app
@@ -59,6 +60,7 @@ class StreamdecReplica:
 
     def __init__(self, app: AppConfig, collector: str, namespace: str) -> None:
         _log_to_stderr()
+        allocator.configure()  # a replica is a process of its own
         self.name = serve.get_replica_context().replica_tag
         server = dataclasses.replace(app.server, max_connections=app.ray.max_streams)
         self.context = ServerContext.create(Recognizer(app.recognizer), server, app.audio,

@@ -159,11 +159,13 @@ def _forget(share: ServerShare, index: int, pid: int) -> None:
 
 def _worker_main(app, index: int, share: ServerShare, supervisor: int) -> None:
     """One worker process: a recognizer, an engine and the listeners (SO_REUSEPORT)."""
+    from .. import allocator
     from ..errors import StreamdecError
     from ..recognizer import Recognizer
     from .context import ServerContext
     from .run import run_loop, serve
 
+    allocator.configure()  # a spawned process: its own allocator
     os.setpgrp()  # a terminal's Ctrl-C reaches the supervisor only, which passes it on
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s %(name)s[worker {index}] %(message)s")
