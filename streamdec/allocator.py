@@ -76,15 +76,14 @@ def wanted(environ: Mapping[str, str]) -> list[tuple[str, int, int]]:
             if variable not in environ]
 
 
-def configure(environ: Mapping[str, str] | None = None) -> dict[str, int]:
-    """Apply what ``wanted`` leaves (once per process; later calls return the first
-    outcome): the parameters set, by name ({} where not glibc)."""
+def configure() -> dict[str, int]:
+    """Apply what ``wanted`` leaves of this process's environment (once per process; later
+    calls return the first outcome): the parameters set, by name ({} where not glibc)."""
     global _applied
     if _applied is None:
         libc = _libc()
         _applied = {}
-        for name, param, value in ([] if libc is None else
-                                   wanted(os.environ if environ is None else environ)):
+        for name, param, value in [] if libc is None else wanted(os.environ):
             if libc.mallopt(ctypes.c_int(param), ctypes.c_int(value)) == 1:
                 _applied[name] = value
     return _applied

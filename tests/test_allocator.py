@@ -91,3 +91,14 @@ def test_configured_memory_stays_with_the_process_and_threads_share_two_arenas()
 def test_a_users_malloc_variable_is_left_alone():
     probe = _probe("on", MALLOC_ARENA_MAX="4")
     assert probe["applied"] == {"mmap_threshold": 4 << 20, "trim_threshold": 64 << 20}
+
+
+def test_the_command_line_configures_its_process():
+    code = ("import json; from streamdec import allocator; from streamdec.cli.main import main; "
+            "main(['models', 'list']); print(json.dumps(allocator._applied))")
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    out = subprocess.run([sys.executable, "-c", code], env=environ, check=True,
+                         capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "mmap_threshold": 4 << 20, "trim_threshold": 64 << 20, "arena_max": 2}
