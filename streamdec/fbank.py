@@ -11,10 +11,11 @@ last bit) and runs the per-frame arithmetic with numpy over a block of frames at
 
 The framing follows kaldi-native-fbank's online extractor exactly: which frames exist,
 when each becomes ready, and how the last frames are reflected at the end of the input.
-The FFT runs in double precision, so the values differ from kaldi-native-fbank's only by
-float rounding (tests/test_features.py states the tolerance); each frame's values depend
-only on its own samples, never on how the audio was split or how many frames were
-computed together.
+The arithmetic is float32 as kaldi-native-fbank's is (its FFT is scipy's, vectorised
+across frames), so the values differ from kaldi-native-fbank's only by float rounding
+(tests/test_fbank.py states the tolerance); each frame's values depend only on its own
+samples, never on how the audio was split or how many frames were computed together
+(tests/test_features.py checks them bit for bit).
 
     fbank = Fbank(FeatureConfig())       # shared by every stream of one config
     online = OnlineFbank(fbank)          # one per stream
@@ -35,6 +36,7 @@ from typing import Protocol
 
 import kaldi_native_fbank as knf
 import numpy as np
+import scipy.fft
 
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for", "FbankSettings"]
 
@@ -123,24 +125,26 @@ class Fbank:
 
     def log_mel(self, frames: np.ndarray) -> np.ndarray:
         """Raw frames (n, frame_length) float32 -> log-mel features (n, num_bins) float32.
-        Row-wise: a row's result depends on that row only."""
-        length = self.frame_length
-        # the mean as ndarray.mean computes it (sum, then divided), without its wrappers
-        x = frames - np.add.reduce(frames, axis=1, keepdims=True) / np.float32(length)
+        Row-wise: a row's result depends on that row only. ``frames`` is overwritten (the
+        callers pass arrays made for the call)."""
+        n, length = frames.shape
+        mean = np.add.reduce(frames, axis=1, keepdims=True)
+        mean /= np.float32(length)
+        x = np.subtract(frames, mean, out=frames)
+        # pre-emphasis x[j] - 0.97 x[j - 1], the first sample against itself
         x[:, 1:] -= self.preemph * x[:, :-1]
-        x[:, 0] -= self.preemph * x[:, 0]
-        x *= self.window
-        # zero-padded here: numpy's own padding (rfft's n=) makes the FFT take twice as
-        # long, for the same values
-        padded = np.empty((len(x), self.fft_size))
-        padded[:, length:] = 0.0
-        padded[:, :length] = x
-        spectrum = np.fft.rfft(padded, axis=1)
-        power_t = (spectrum.real ** 2 + spectrum.imag ** 2).T.astype(np.float32)  # (fft/2+1, n)
+        x[:, 0] *= np.float32(1.0) - self.preemph
+        padded = np.zeros((n, self.fft_size), np.float32)  # zero-padded here: rfft's n=
+        np.multiply(x, self.window, out=padded[:, :length])  # pads in a slower way
+        spectrum = scipy.fft.rfft(padded, axis=1)  # (n, fft/2 + 1) complex64
+        power_t = np.empty((spectrum.shape[1], n), np.float32)  # (fft/2 + 1, n)
+        np.square(spectrum.real.T, out=power_t)
+        power_t += np.square(spectrum.imag.T)
         terms = power_t[self._fft_bin]  # (width, bins, n): the k-th FFT bin of every mel bin
         terms *= self._weight
         energy = np.add.reduce(terms, axis=0)  # summed over k in order, for each element
-        return np.log(np.maximum(energy, self._floor)).T.copy()
+        np.maximum(energy, self._floor, out=energy)
+        return np.log(energy, out=energy).T.copy()
 
 
 @functools.lru_cache(maxsize=16)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from model_factory import test_audio
+from streamdec.fbank import Fbank
 from streamdec.features import FeatureConfig, StreamingFeatures, fbank_options
 
 #: |mel energy difference| allowed, relative to the frame's largest mel energy: both
@@ -68,3 +69,19 @@ def test_edge_frames_equal_kaldi_native_fbank(samples):
     their_ready, theirs = knf_frames(config, audio, 97)
     assert ready == their_ready
     assert_same_features(ours, theirs)
+
+
+@pytest.mark.parametrize("rate", [16000, 8000])
+def test_log_mel_rows_do_not_depend_on_the_block(rate):
+    """A frame's features are bit for bit the same whichever block computes it: alone, at
+    any place in blocks of every size (the FFT's vectorised groups and their remainders),
+    or in one block of all (what makes them independent of message sizes and batches)."""
+    fbank = Fbank(FeatureConfig(sample_rate=rate))
+    frames = (np.random.default_rng(rate).standard_normal((150, fbank.frame_length))
+              * 0.1).astype(np.float32)
+    whole = fbank.log_mel(frames.copy())
+    for size in [*range(1, 34), 64, 97, 128]:
+        for a in range(0, len(frames), size):
+            np.testing.assert_array_equal(fbank.log_mel(frames[a:a + size].copy()),
+                                          whole[a:a + size], err_msg=f"block of {size} at {a}")
+
