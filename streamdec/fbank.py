@@ -11,11 +11,10 @@ last bit) and runs the per-frame arithmetic with numpy over a block of frames at
 
 The framing follows kaldi-native-fbank's online extractor exactly: which frames exist,
 when each becomes ready, and how the last frames are reflected at the end of the input.
-The arithmetic is float32 as kaldi-native-fbank's is (its FFT is scipy's, vectorised
-across frames), so the values differ from kaldi-native-fbank's only by float rounding
-(tests/test_fbank.py states the tolerance); each frame's values depend only on its own
-samples, never on how the audio was split or how many frames were computed together
-(tests/test_features.py checks them bit for bit).
+The FFT runs in double precision, so the values differ from kaldi-native-fbank's only by
+float rounding (tests/test_features.py states the tolerance); each frame's values depend
+only on its own samples, never on how the audio was split or how many frames were
+computed together.
 
     fbank = Fbank(FeatureConfig())       # shared by every stream of one config
     online = OnlineFbank(fbank)          # one per stream
@@ -36,7 +35,6 @@ from typing import Protocol
 
 import kaldi_native_fbank as knf
 import numpy as np
-import scipy.fft
 
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for", "FbankSettings"]
 
@@ -97,16 +95,25 @@ class Fbank:
         self.preemph = np.float32(frame.preemph_coeff)
         weights = knf.MelBanks(opts.mel_opts, frame, 1.0).get_matrix()  # (bins, fft/2 + 1)
         self.fft_size = 2 * (weights.shape[1] - 1)
-        # each bin's nonzero weights as columns k = 0.. of (bins,) vectors, zero-padded
+        # the weights by the parity of their mel bin: the triangles of bins b and b + 2 never
+        # overlap (a bin spans its neighbours' centres), so an FFT bin weighs in at most one
+        # even and one odd mel bin; log_mel weighs the power spectrum once per parity (rows
+        # [0, K) even, [K, 2K) odd, 2K zero) and gathers each mel bin's terms k = 0.. as
+        # rows of that: (width, bins), zero-padded
+        num_fft_bins = weights.shape[1]
         nonzero = [np.flatnonzero(row) for row in weights]
-        first = np.array([nz[0] for nz in nonzero])
         width = max(nz[-1] + 1 - nz[0] for nz in nonzero)
-        self._fft_bin = np.minimum(first[None, :] + np.arange(width)[:, None],
-                                   weights.shape[1] - 1)  # (width, bins)
-        self._weight = np.zeros((width, self.num_bins, 1), np.float32)
+        self._parity_weight = np.zeros((2, num_fft_bins, 1), np.float32)
+        self._term_row = np.full((width, self.num_bins), 2 * num_fft_bins, np.intp)
         for b, nz in enumerate(nonzero):
-            n = nz[-1] + 1 - nz[0]
-            self._weight[:n, b, 0] = weights[b, nz[0]:nz[0] + n]
+            lo, hi = nz[0], nz[-1] + 1
+            column = self._parity_weight[b % 2, lo:hi, 0]
+            if column.any():
+                raise ValueError(f"mel bins {b - 2} and {b} overlap: not Kaldi's mel banks")
+            column[:] = weights[b, lo:hi]
+            self._term_row[:hi - lo, b] = b % 2 * num_fft_bins + np.arange(lo, hi)
+        self._term_row = self._term_row.ravel()
+        self._width = width
         self._floor = np.finfo(np.float32).eps
 
     def first_sample(self, frame: int) -> int:
@@ -128,21 +135,29 @@ class Fbank:
         Row-wise: a row's result depends on that row only. ``frames`` is overwritten (the
         callers pass arrays made for the call)."""
         n, length = frames.shape
+        # the mean as ndarray.mean computes it (sum, then divided), without its wrappers
         mean = np.add.reduce(frames, axis=1, keepdims=True)
         mean /= np.float32(length)
         x = np.subtract(frames, mean, out=frames)
-        # pre-emphasis x[j] - 0.97 x[j - 1], the first sample against itself
         x[:, 1:] -= self.preemph * x[:, :-1]
-        x[:, 0] *= np.float32(1.0) - self.preemph
-        padded = np.zeros((n, self.fft_size), np.float32)  # zero-padded here: rfft's n=
-        np.multiply(x, self.window, out=padded[:, :length])  # pads in a slower way
-        spectrum = scipy.fft.rfft(padded, axis=1)  # (n, fft/2 + 1) complex64
-        power_t = np.empty((spectrum.shape[1], n), np.float32)  # (fft/2 + 1, n)
-        np.square(spectrum.real.T, out=power_t)
-        power_t += np.square(spectrum.imag.T)
-        terms = power_t[self._fft_bin]  # (width, bins, n): the k-th FFT bin of every mel bin
-        terms *= self._weight
-        energy = np.add.reduce(terms, axis=0)  # summed over k in order, for each element
+        x[:, 0] -= self.preemph * x[:, 0]
+        # zero-padded here: numpy's own padding (rfft's n=) makes the FFT take twice as
+        # long, for the same values
+        padded = np.zeros((n, self.fft_size))
+        np.multiply(x, self.window, out=padded[:, :length], dtype=np.float32)
+        spectrum = np.fft.rfft(padded, axis=1)
+        power = np.square(spectrum.real)
+        power += np.square(spectrum.imag)
+        power_t = power.T.astype(np.float32)  # (K, n)
+        bins = len(self._parity_weight[0])
+        weighted = np.empty((2 * bins + 1, n), np.float32)
+        np.multiply(power_t, self._parity_weight[0], out=weighted[:bins])
+        np.multiply(power_t, self._parity_weight[1], out=weighted[bins:2 * bins])
+        weighted[2 * bins] = 0.0
+        # (width, bins, n): the k-th weighted FFT bin of every mel bin, summed over k in
+        # order for each element
+        terms = np.take(weighted, self._term_row, axis=0).reshape(self._width, -1, n)
+        energy = np.add.reduce(terms, axis=0)
         np.maximum(energy, self._floor, out=energy)
         return np.log(energy, out=energy).T.copy()
 
