@@ -112,8 +112,6 @@ class Fbank:
                 raise ValueError(f"mel bins {b - 2} and {b} overlap: not Kaldi's mel banks")
             column[:] = weights[b, lo:hi]
             self._term_row[:hi - lo, b] = b % 2 * num_fft_bins + np.arange(lo, hi)
-        self._term_row = self._term_row.ravel()
-        self._width = width
         self._floor = np.finfo(np.float32).eps
 
     def first_sample(self, frame: int) -> int:
@@ -149,14 +147,15 @@ class Fbank:
         power = np.square(spectrum.real)
         power += np.square(spectrum.imag)
         power_t = power.T.astype(np.float32)  # (K, n)
-        bins = len(self._parity_weight[0])
-        weighted = np.empty((2 * bins + 1, n), np.float32)
-        np.multiply(power_t, self._parity_weight[0], out=weighted[:bins])
-        np.multiply(power_t, self._parity_weight[1], out=weighted[bins:2 * bins])
-        weighted[2 * bins] = 0.0
+        fft_bins = len(power_t)
+        # rows: the power weighed by the even bins, by the odd bins, a zero row
+        weighted = np.empty((2 * fft_bins + 1, n), np.float32)
+        np.multiply(power_t, self._parity_weight[0], out=weighted[:fft_bins])
+        np.multiply(power_t, self._parity_weight[1], out=weighted[fft_bins:2 * fft_bins])
+        weighted[2 * fft_bins] = 0.0
         # (width, bins, n): the k-th weighted FFT bin of every mel bin, summed over k in
         # order for each element
-        terms = np.take(weighted, self._term_row, axis=0).reshape(self._width, -1, n)
+        terms = np.take(weighted, self._term_row, axis=0)
         energy = np.add.reduce(terms, axis=0)
         np.maximum(energy, self._floor, out=energy)
         return np.log(energy, out=energy).T.copy()

@@ -84,4 +84,3 @@ def test_log_mel_rows_do_not_depend_on_the_block(rate):
         for a in range(0, len(frames), size):
             np.testing.assert_array_equal(fbank.log_mel(frames[a:a + size].copy()),
                                           whole[a:a + size], err_msg=f"block of {size} at {a}")
-
