@@ -424,11 +424,15 @@ class Engine:
                     self._ready.pop(self._streams[stream], None)
                 return batch
             self._changed.clear()
+            # the deadline sets the event itself: no task and no timeout per wait, as
+            # wait_for would make (this wakes for every chunk made whole)
+            timer = (None if deadline is None else
+                     self._loop.call_later(max(0.0, deadline - now), self._changed.set))
             try:
-                await asyncio.wait_for(self._changed.wait(),
-                                       None if deadline is None else max(0.0, deadline - now))
-            except asyncio.TimeoutError:
-                pass
+                await self._changed.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
 
     def _finished(self, batch: DecodeBatch, work: concurrent.futures.Future,
                   started: float, done: asyncio.Future) -> None:
