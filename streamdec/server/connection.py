@@ -6,9 +6,11 @@ A ``Connection`` owns one engine stream per audio channel and is the only I/O of
 client's messages and the streams' results and carrying out the commands it answers with.
 The connection does what every protocol shares:
 
-- **inbox**: one task reads the socket into a one-message inbox, so ``receive`` can also
-  be woken by the server draining or the idle timer; the socket is read no faster than the
-  session takes messages (while ``feed`` waits on the engine, reads pause: back-pressure);
+- **messages in**: ``receive`` reads the socket itself, in the task that serves the
+  session (no second task and no hand-over per message); the server draining or the idle
+  timer interrupts a read that waits (they cancel it, which loses no message: the message
+  queue of the WebSocket layer keeps it); the socket is read no faster than the session
+  takes messages (while ``feed`` waits on the engine, reads pause: back-pressure);
 - **audio**: size limit, PCM decoding (``decode_pcm``), channel split, stream duration;
 - **errors**: a ``ClientError`` names its kind; the client gets ``{"error", "kind"}`` and
   the kind's close code (table below), and nothing else is disturbed;
@@ -34,7 +36,6 @@ kind               close code  when
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import json
 import logging
@@ -95,14 +96,14 @@ class Connection:
         self.close_code: int | None = None
         self.close_reason = ""
         self.lives = []
-        self._pump: asyncio.Task | None = None
+        self._started = False
         self._idle_timer: asyncio.TimerHandle | None = None
         self.open_streams(options)
-        self._inbox: collections.deque[dict] = collections.deque()
-        self._wake = asyncio.Event()  # a message or an interruption arrived
-        self._taken = asyncio.Event()  # the session took the message
+        self._reader: asyncio.Task | None = None  # the task waiting on the socket now
+        self._interrupting = False  # its wait is being cancelled by an interruption
+        self._disconnect: dict | None = None  # the client's close, once read
         self._interrupt: str | None = None  # "drain" or "idle"
-        self._last_message = time.monotonic()
+        self._last_message = time.monotonic()  # or when the wait for the next one began
 
     # -- streams ---------------------------------------------------------------------------
     def open_streams(self, options: StreamOptions) -> None:
@@ -117,7 +118,7 @@ class Connection:
                                           phrases=options.phrases, vad=options.vad,
                                           endpoint=options.endpoint))
         self.options = options
-        if self._pump is not None and self._idle_timer is None:  # input goes on (a reset)
+        if self._started and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.limits.idle_timeout_seconds)
 
     async def force_final(self) -> None:
@@ -184,51 +185,62 @@ class Connection:
 
     # -- messages in -----------------------------------------------------------------------
     def start(self) -> None:
-        """Start reading the socket (after the handshake was accepted)."""
-        self._pump = asyncio.get_running_loop().create_task(self._read_socket())
+        """Start taking messages (after the handshake was accepted): the idle timer runs."""
+        self._started = True
         self._arm_idle_timer(self.limits.idle_timeout_seconds)
-
-    async def _read_socket(self) -> None:
-        while True:
-            try:
-                message = await self.websocket.receive()
-            except Exception as e:  # the socket broke
-                message = {"type": "websocket.disconnect", "code": 1006, "reason": repr(e)}
-            self._inbox.append(message)
-            self._wake.set()
-            if message["type"] == "websocket.disconnect":
-                return
-            while self._inbox:
-                self._taken.clear()
-                await self._taken.wait()
 
     async def receive(self):
         """The next message: ``bytes`` or ``str``, or ``DRAIN`` (once) when the server
         starts draining. Raises Disconnected when the client left and ClientError
         (idle_timeout) when it sent nothing for too long."""
-        while not self._inbox and self._interrupt is None:
-            self._wake.clear()
-            await self._wake.wait()
+        message = None
+        if self._interrupt is None and self._disconnect is None:
+            message = await self._read_socket()
         interrupt, self._interrupt = self._interrupt, None
-        if interrupt == "drain":
+        if interrupt == "drain":  # (a message is never read with an interruption set)
             return DRAIN
         if interrupt == "idle":
             raise ClientError("idle_timeout", f"no message for "
                                               f"{self.limits.idle_timeout_seconds:g} s")
-        message = self._inbox.popleft()
-        self._taken.set()
-        self._last_message = time.monotonic()
-        if message["type"] == "websocket.disconnect":
+        if message is None or message["type"] == "websocket.disconnect":
+            self._disconnect = message = self._disconnect or message
             self.close_code = message.get("code")
             raise Disconnected(f"client closed ({message.get('code')})")
+        self._last_message = time.monotonic()
         if message.get("bytes") is not None:
             return message["bytes"]
         return message.get("text") or ""
 
+    async def _read_socket(self) -> dict | None:
+        """One message from the socket; None when an interruption cancelled the wait."""
+        task = self._reader = asyncio.current_task()
+        self._last_message = time.monotonic()  # the idle time counts from here
+        try:
+            return await self.websocket.receive()
+        except asyncio.CancelledError:
+            if not self._interrupting:  # not ours: the task itself is being cancelled
+                raise
+            # ours (Python 3.11+ counts requests: one from elsewhere as well still stops it)
+            if hasattr(task, "uncancel") and task.uncancel() > 0:
+                raise
+            return None
+        except Exception as e:  # the socket broke
+            return {"type": "websocket.disconnect", "code": 1006, "reason": repr(e)}
+        finally:
+            self._reader = None
+            self._interrupting = False
+
+    def _interrupt_with(self, kind: str) -> None:
+        """``receive`` returns (drain) or raises (idle) for ``kind`` next: now, when it is
+        waiting on the socket."""
+        self._interrupt = self._interrupt or kind
+        if self._reader is not None and not self._interrupting:
+            self._interrupting = True
+            self._reader.cancel()
+
     def request_drain(self) -> None:
         """The server is shutting down: ``receive`` returns DRAIN next."""
-        self._interrupt = "drain"
-        self._wake.set()
+        self._interrupt_with("drain")
 
     def _arm_idle_timer(self, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -237,9 +249,10 @@ class Connection:
     def _check_idle(self) -> None:
         timeout = self.limits.idle_timeout_seconds
         quiet = time.monotonic() - self._last_message
-        if quiet >= timeout and not self._inbox:
-            self._interrupt = self._interrupt or "idle"
-            self._wake.set()
+        if quiet >= timeout and self._reader is not None:  # waited that long for a message
+            self._interrupt_with("idle")
+        elif self._reader is None:  # the session is busy with the last message
+            self._arm_idle_timer(timeout)
         else:
             self._arm_idle_timer(max(timeout - quiet, 0.01))
 
@@ -391,8 +404,6 @@ class Connection:
     def release(self) -> None:
         """Free everything (the streams too: an abrupt disconnect drops them) and log."""
         self._stop_idle_timer()
-        if self._pump is not None:
-            self._pump.cancel()
         for live in self.lives:
             live.close()
         log.info(json.dumps({
