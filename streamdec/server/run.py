@@ -10,7 +10,8 @@ return 0. A second signal exits at once (status 128 + signal number).
 ``run_loop(serve(context), config.event_loop)`` runs it on uvloop where installed.
 
 uvicorn's own signal handling is turned off: it would close WebSockets with 1012 before
-their last results are sent.
+their last results are sent. Its WebSocket protocol is ``wsframes.FastBinaryProtocol``
+(websockets-sansio, with audio frames read directly).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..errors import ConfigError
 from .app import create_app
 from .calls import serve_audiosocket
 from .context import ServerContext
+from .wsframes import FastBinaryProtocol
 
 __all__ = ["serve", "bind", "run_loop"]
 
@@ -93,6 +95,7 @@ def _uvicorn_config(app, context: ServerContext) -> uvicorn.Config:
         # the app refuses messages over max_message_bytes with an error message; the
         # WebSocket layer cuts off anything far larger before reading it
         ws_max_size=4 * config.max_message_bytes, ws_per_message_deflate=False,
+        ws=FastBinaryProtocol,  # websockets-sansio, whole binary frames read directly
         ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
         timeout_graceful_shutdown=5)
 

@@ -1,0 +1,110 @@
+"""uvicorn's WebSocket protocol (``websockets-sansio``) with a shorter way in for audio.
+
+A live client sends ten or more binary messages a second, each one whole frame: FIN set,
+no extension bits, masked, as RFC 6455 section 5.2 lays out (byte 0 ``0x82``; byte 1 the
+mask bit and a length of 7 bits, or 126 / 127 and a 16- / 64-bit length after it; the
+4-byte masking key; the payload, XORed with the key). ``FastBinaryProtocol`` reads such
+frames itself: it cuts the bytes it receives at frame boundaries, unmasks a whole binary
+frame with websockets' own C routine and queues it as the ASGI message uvicorn would
+have made, with the same back-pressure (reads pause until the app takes it). That skips
+the generator-based parser of websockets, most of the per-message cost of the server's
+WebSocket layer. Every other frame (text, ping, pong, close, a fragment, one over the size
+limit, one not masked: a protocol error) is handed, whole and in order, to uvicorn's own
+handling, which answers, closes or fails exactly as it does without this class.
+
+The short way is taken only on an open connection whose parser holds no bytes (the
+handshake done, nothing sent before it); after a fragmented message, a close, or anything
+it does not expect it is left for good, so websockets' parser never sees a frame cut in
+two.
+"""
+
+from __future__ import annotations
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.frames import apply_mask
+from websockets.protocol import State
+
+__all__ = ["FastBinaryProtocol", "frame_extent"]
+
+_FIN_BINARY = 0x82  # FIN, no RSV bits, opcode 2
+_MASKED = 0x80
+
+
+def frame_extent(data: bytes | bytearray, pos: int) -> tuple[int, int] | None:
+    """(header length, payload length) of the client frame at ``data[pos:]``, or None
+    while its header is not all there (the header counts the masking key when the mask
+    bit is set)."""
+    if len(data) - pos < 2:
+        return None
+    second = data[pos + 1]
+    length, head = second & 0x7F, 2
+    if length == 126:
+        if len(data) - pos < 4:
+            return None
+        length, head = int.from_bytes(data[pos + 2:pos + 4], "big"), 4
+    elif length == 127:
+        if len(data) - pos < 10:
+            return None
+        length, head = int.from_bytes(data[pos + 2:pos + 10], "big"), 10
+    if second & _MASKED:
+        head += 4
+    if len(data) - pos < head:
+        return None
+    return head, length
+
+
+class FastBinaryProtocol(WebSocketsSansIOProtocol):
+    """``WebSocketsSansIOProtocol`` that reads whole binary frames itself (module notes)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fast: bool | None = None  # None: not decided yet (the handshake is not done)
+        self._partial = bytearray()  # the start of a frame not all received yet
+
+    def data_received(self, data: bytes) -> None:
+        if self.fast is None and self.handshake_complete:
+            self.fast = (self.initial_response is None and self.conn.state is State.OPEN
+                         and not self.close_sent and not self.conn.reader.buffer)
+        if not self.fast:
+            super().data_received(data)
+            return
+        if self._partial:
+            self._partial += data
+            data, self._partial = self._partial, bytearray()
+        limit = self.config.ws_max_size
+        pos, end = 0, len(data)
+        while pos < end:
+            extent = frame_extent(data, pos)
+            if extent is None:
+                break
+            head, length = extent
+            if length > limit or self.close_sent or data[pos] & 0x70 \
+                    or not data[pos + 1] & _MASKED:  # for uvicorn (1009, 1002, ...)
+                self._leave(data[pos:])
+                return
+            if end - pos < head + length:
+                break
+            if data[pos] != _FIN_BINARY:
+                first = data[pos]
+                super().data_received(bytes(data[pos:pos + head + length]))
+                pos += head + length
+                if first & 0x0F not in (0x1, 0x9, 0xA) or not first & 0x80:  # a fragment,
+                    self._leave(data[pos:])  # a close or a bad opcode: uvicorn from here on
+                    return
+                continue
+            start = pos + head
+            payload = apply_mask(memoryview(data)[start:start + length],
+                                 bytes(data[start - 4:start]))
+            pos = start + length
+            self.queue.put_nowait({"type": "websocket.receive", "bytes": payload})
+            if not self.read_paused:
+                self.read_paused = True
+                self.transport.pause_reading()
+        if pos < end:
+            self._partial += memoryview(data)[pos:]
+
+    def _leave(self, rest: bytes | bytearray) -> None:
+        """Hand the rest of the bytes, and all that follow, to uvicorn's own handling."""
+        self.fast = False
+        if rest:
+            super().data_received(bytes(rest))

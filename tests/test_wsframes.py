@@ -1,0 +1,285 @@
+"""The WebSocket layer's short way in for audio (``streamdec.server.wsframes``): frames cut
+anywhere by TCP, fragments, pings, text, frames too big, unmasked or with extension bits,
+against a real server on a loopback port, with a client written from RFC 6455 section 5
+(raw socket: the cuts are ours); the same transcript as a websockets client's, and each
+bad frame its close code (1009, 1002), while a client beside it is undisturbed."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import random
+import socket
+import time
+
+import numpy as np
+import pytest
+import websockets
+
+from server_utils import ServerProcess, UNIT, run, sherpa_client
+from streamdec.server.config import ServerConfig
+from streamdec.server.wsframes import frame_extent
+from test_builtin_transcribe import speak
+
+
+# -- a client from RFC 6455 ------------------------------------------------------------------
+def frame(opcode: int, payload: bytes, fin: bool = True, mask: bool = True,
+          rsv: int = 0) -> bytes:
+    """One client frame (section 5.2): masked with a random key unless ``mask`` is false."""
+    n = len(payload)
+    first = (0x80 if fin else 0) | rsv | opcode
+    bit = 0x80 if mask else 0
+    if n < 126:
+        head = bytes([first, bit | n])
+    elif n < 1 << 16:
+        head = bytes([first, bit | 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([first, bit | 127]) + n.to_bytes(8, "big")
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    data = np.frombuffer(payload, np.uint8) ^ np.resize(np.frombuffer(key, np.uint8), n)
+    return head + key + data.tobytes()
+
+
+class RawClient:
+    """A WebSocket client over a plain socket: the handshake, frames sent as given bytes,
+    the server's (unmasked) frames read back."""
+
+    def __init__(self, port: int, path: str = "/") -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60 * UNIT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                          "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                          f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                          .encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.sock.recv(4096)
+        response, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        assert response.startswith(b"HTTP/1.1 101"), response
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            more = self.sock.recv(65536)
+            if not more:
+                raise ConnectionError("closed without a close frame")
+            self.buf += more
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def messages(self) -> tuple[list[str], int | None]:
+        """Text messages until the server's close frame; (texts, its close code)."""
+        texts = []
+        while True:
+            first, second = self._read(2)
+            n = second & 0x7F
+            if n == 126:
+                n = int.from_bytes(self._read(2), "big")
+            elif n == 127:
+                n = int.from_bytes(self._read(8), "big")
+            payload = self._read(n)
+            opcode = first & 0x0F
+            if opcode == 0x1:
+                texts.append(payload.decode())
+            elif opcode == 0x8:
+                code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
+                return texts, code
+            elif opcode == 0xA:
+                texts.append("<pong %s>" % payload.decode())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def finals(texts: list[str]) -> list[tuple]:
+    import json
+    out = []
+    for t in texts:
+        if t.startswith("{"):
+            r = json.loads(t)
+            if r["is_final"] and r["text"]:
+                out.append((r["text"], tuple(r["timestamps"]), r["start_time"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = ServerProcess()
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def audio(tmp_path_factory):
+    return speak("please call me back tomorrow morning", tmp_path_factory.mktemp("ws") / "call.wav")
+
+
+@pytest.fixture(scope="module")
+def reference(server, audio):
+    out = run(sherpa_client(server.url(), audio, 1600))
+    assert out["done"] and out["results"]
+    return [(r["text"], tuple(r["timestamps"]), r["start_time"])
+            for r in out["results"] if r["is_final"] and r["text"]]
+
+
+# -- the header ------------------------------------------------------------------------------
+def test_frame_extent_reads_every_length_form():
+    for n, head in ((0, 6), (125, 6), (126, 8), (65535, 8), (65536, 14)):
+        data = frame(0x2, b"\0" * n)
+        assert frame_extent(data, 0) == (head, n)
+        assert frame_extent(b"xx" + data, 2) == (head, n)
+        for cut in range(head):  # the header not all there yet
+            assert frame_extent(data[:cut], 0) is None
+    assert frame_extent(frame(0x2, b"abc", mask=False), 0) == (2, 3)
+
+
+# -- a real server ---------------------------------------------------------------------------
+def test_frames_cut_anywhere_give_the_transcript(server, audio, reference):
+    data = audio.astype("<f4").tobytes()
+    frames, i, sizes = [], 0, [6400, 4, 8, 1200, 400, 70000]  # whole samples; 7, 16, 64-bit
+    while i < len(data):
+        frames.append(frame(0x2, data[i:i + sizes[len(frames) % len(sizes)]]))
+        i += sizes[(len(frames) - 1) % len(sizes)]
+    frames.insert(3, frame(0x9, b"ping!"))  # a ping among the audio: answered, no more
+    stream = b"".join(frames)
+    rng = random.Random(7)
+    client = RawClient(server.port)
+    pos = 0
+    while pos < len(stream):  # cut at random, down to single bytes within headers
+        step = rng.choice([1, 2, 3, 7, 100, 1500, 9000])
+        client.sock.sendall(stream[pos:pos + step])
+        pos += step
+        time.sleep(0.0005)
+    client.sock.sendall(frame(0x1, b"Done"))
+    texts, code = client.messages()
+    client.close()
+    assert code == 1000 and texts[-1] == "Done!"
+    assert "<pong ping!>" in texts
+    assert finals(texts) == reference
+
+
+def test_whole_frames_in_one_write_and_fragments_give_the_transcript(server, audio,
+                                                                     reference):
+    data = audio.astype("<f4").tobytes()
+    client = RawClient(server.port)
+    client.sock.sendall(b"".join(frame(0x2, data[i:i + 3200])
+                                 for i in range(0, len(data), 3200)))  # all in one write
+    client.sock.sendall(frame(0x1, b"Done"))
+    texts, code = client.messages()
+    client.close()
+    assert code == 1000 and finals(texts) == reference
+
+    async def fragmented():  # websockets sends an iterable as one fragmented message
+        async with websockets.connect(server.url(), max_size=None) as ws:
+            for i in range(0, len(data), 6400):
+                piece = data[i:i + 6400]
+                await ws.send([piece[:1000], piece[1000:4000], piece[4000:]])
+            await ws.send("Done")
+            return [m async for m in ws]
+
+    assert finals(run(fragmented())) == reference
+
+
+@pytest.mark.parametrize("case, code", [
+    ("too_big", 1009),  # over ws_max_size: cut off before it is read
+    ("unmasked", 1002),  # a client frame must be masked
+    ("rsv", 1002),  # no extension was agreed
+    ("bad_opcode", 1002),
+])
+def test_a_bad_frame_gets_its_close_code_and_disturbs_no_other_client(server, audio,
+                                                                      reference, case, code):
+    limit = 4 * ServerConfig().max_message_bytes
+    bad = {"too_big": frame(0x2, b"\0" * (limit + 4))[:200],  # the server stops it here
+           "unmasked": frame(0x2, b"\0" * 64, mask=False),
+           "rsv": frame(0x2, b"\0" * 64, rsv=0x40),
+           "bad_opcode": frame(0x3, b"\0" * 64)}[case]
+
+    async def both():
+        healthy = asyncio.ensure_future(sherpa_client(server.url(), audio, 1600))
+
+        def broken():
+            client = RawClient(server.port)
+            client.sock.sendall(frame(0x2, b"\0" * 6400) + bad)
+            try:
+                return client.messages()[1]
+            finally:
+                client.close()
+
+        got = await asyncio.get_running_loop().run_in_executor(None, broken)
+        return got, await healthy
+
+    got, healthy = run(both())
+    assert got == code
+    assert healthy["done"] and [(r["text"], tuple(r["timestamps"]), r["start_time"])
+                                for r in healthy["results"]
+                                if r["is_final"] and r["text"]] == reference
+
+
+# -- the class itself, on a transport that records what it is told -----------------------------
+class Transport:
+    """The socket boundary of an asyncio protocol: writes recorded, reading paused or not."""
+
+    def __init__(self) -> None:
+        self.written, self.paused, self.closed = b"", False, False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default=None):
+        return {"peername": ("127.0.0.1", 5), "sockname": ("127.0.0.1", 6)}.get(name, default)
+
+
+def test_whole_binary_frames_take_the_short_way_and_keep_uvicorn_s_messages():
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from streamdec.server.wsframes import FastBinaryProtocol
+
+    async def app(scope, receive, send):  # accepts, then leaves the messages queued
+        assert (await receive())["type"] == "websocket.connect"
+        await send({"type": "websocket.accept"})
+        await asyncio.sleep(3600)
+
+    async def main():
+        config = uvicorn.Config(app, ws=FastBinaryProtocol, ws_max_size=100_000,
+                                lifespan="off", log_level="warning")
+        config.load()
+        proto = FastBinaryProtocol(config, ServerState(), {})
+        transport = Transport()
+        proto.connection_made(transport)
+        proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                            b"Connection: Upgrade\r\nSec-WebSocket-Key: "
+                            b"dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert transport.written.startswith(b"HTTP/1.1 101")
+        payloads = [os.urandom(n) for n in (0, 1, 125, 126, 5000, 65536)]
+        stream = b"".join(frame(0x2, p) for p in payloads) + frame(0x1, "Done".encode())
+        for i in range(0, len(stream), 997):
+            proto.data_received(stream[i:i + 997])
+        assert proto.fast is True and transport.paused
+        got = [proto.queue.get_nowait() for _ in range(len(payloads) + 1)]
+        assert got == [{"type": "websocket.receive", "bytes": p} for p in payloads] + [
+            {"type": "websocket.receive", "text": "Done"}]
+        proto.data_received(frame(0x2, b"ab", fin=False) + frame(0x0, b"cd"))  # fragments:
+        assert proto.fast is False  # uvicorn's own handling from here on
+        assert proto.queue.get_nowait() == {"type": "websocket.receive", "bytes": b"abcd"}
+        for task in list(proto.tasks):
+            task.cancel()
+
+    asyncio.run(main())
