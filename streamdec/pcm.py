@@ -10,7 +10,8 @@ encoding   what                                            bytes/sample
 =========  ==============================================  ===========
 
 Interleaved channels are split by ``deinterleave``; ``finite_range`` is the NaN/inf check
-of float samples (here and in ``features.as_float_samples``).
+of float samples, made where samples enter a stream (``features.as_float_samples``, which
+every path to a decoder passes), not here: a live message's samples are checked once.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def decode_pcm(data: bytes | bytearray | memoryview, encoding: str, channels: in
     sent; empty data gives an empty array.
 
     Raises AudioInputError when the byte count is not a multiple of the frame size
-    (sample size x channels), for an unknown encoding, and for f32le samples that are NaN
-    or infinite. Float samples outside [-1, 1] are kept (``Stream.accept_waveform``
-    decides what is valid)."""
+    (sample size x channels) and for an unknown encoding. f32le samples are as sent, NaN,
+    infinity and values outside [-1, 1] included: ``Stream.accept_waveform`` decides what
+    is valid (``features.as_float_samples``)."""
     data = memoryview(data).cast("B")  # bytes, whatever the buffer's item type
     size = sample_size(encoding) * channels
     if len(data) % size:
@@ -68,10 +69,7 @@ def decode_pcm(data: bytes | bytearray | memoryview, encoding: str, channels: in
         return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
     if encoding == "mulaw":
         return MULAW_TABLE[np.frombuffer(data, dtype=np.uint8)]
-    samples = np.frombuffer(data, dtype="<f4").astype(np.float32)
-    if len(samples):
-        finite_range(samples)
-    return samples
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
 
 
 def finite_range(samples: np.ndarray) -> tuple[float, float]:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from streamdec import AudioInputError
+from streamdec.features import as_float_samples
 from streamdec.pcm import MULAW_TABLE, decode_pcm, deinterleave, sample_size
 
 
@@ -45,11 +46,13 @@ def test_bad_sizes_and_encodings(encoding, nbytes, channels, message):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("where", [0, 1, 799, 1599])
-def test_nan_and_inf_are_refused_wherever_they_are(bad, where):
+def test_nan_and_inf_are_decoded_as_sent_and_refused_where_a_stream_takes_them(bad, where):
     samples = np.full(1600, 0.1, "<f4")
     samples[where] = bad
+    decoded = decode_pcm(samples.tobytes(), "f32le")  # checked once: by the stream
+    np.testing.assert_array_equal(decoded, samples)
     with pytest.raises(AudioInputError, match="NaN or infinity"):
-        decode_pcm(samples.tobytes(), "f32le")
+        as_float_samples(decoded)
 
 
 def test_deinterleave():
