@@ -232,8 +232,8 @@ class Connection:
 
     def _interrupt_with(self, kind: str) -> None:
         """``receive`` returns (drain) or raises (idle) for ``kind`` next: now, when it is
-        waiting on the socket."""
-        self._interrupt = self._interrupt or kind
+        waiting on the socket. The drain wins over an idle timeout not yet seen."""
+        self._interrupt = kind if kind == "drain" else self._interrupt or kind
         if self._reader is not None and not self._interrupting:
             self._interrupting = True
             self._reader.cancel()
