@@ -20,6 +20,7 @@ cost per frame of the ~10 frames of one live message (``fbank``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -28,7 +29,6 @@ import soxr
 
 from .errors import AudioInputError, ConfigError, StreamStateError
 from .fbank import BLOCK_FRAMES, OnlineFbank, fbank_for, fbank_options
-from .pcm import finite_range
 from .validation import require_finite, require_positive, require_sample_rate
 
 __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank", "as_float_samples",
@@ -71,6 +71,16 @@ class FeatureConfig:
 
 #: Float samples beyond [-1, 1] up to this magnitude are clipped; beyond it, rejected.
 MAX_FLOAT_PEAK = 2.0
+
+
+def finite_range(samples: np.ndarray) -> tuple[float, float]:
+    """(lowest, highest) sample of a non-empty float array; AudioInputError when a sample
+    is NaN or infinite (they show in the ufuncs' own reductions: two passes, no temporary
+    array)."""
+    low, high = float(np.minimum.reduce(samples)), float(np.maximum.reduce(samples))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise AudioInputError("samples contain NaN or infinity")
+    return low, high
 
 
 def as_float_samples(samples: np.ndarray) -> np.ndarray:

@@ -9,20 +9,18 @@ encoding   what                                            bytes/sample
 ``mulaw``  G.711 mu-law, 8 bits (telephony, ``.ul``)       1
 =========  ==============================================  ===========
 
-Interleaved channels are split by ``deinterleave``; ``finite_range`` is the NaN/inf check
-of float samples, made where samples enter a stream (``features.as_float_samples``, which
-every path to a decoder passes), not here: a live message's samples are checked once.
+Interleaved channels are split by ``deinterleave``. Decoded float samples are not checked
+here: that is done where samples enter a stream (``features.as_float_samples``, which every
+path to a decoder passes), so a live message's samples are checked once.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from .errors import AudioInputError
 
-__all__ = ["ENCODINGS", "sample_size", "decode_pcm", "finite_range", "deinterleave", "MULAW_TABLE"]
+__all__ = ["ENCODINGS", "sample_size", "decode_pcm", "deinterleave", "MULAW_TABLE"]
 
 ENCODINGS = ("s16le", "f32le", "mulaw")
 _SIZES = {"s16le": 2, "f32le": 4, "mulaw": 1}
@@ -70,16 +68,6 @@ def decode_pcm(data: bytes | bytearray | memoryview, encoding: str, channels: in
     if encoding == "mulaw":
         return MULAW_TABLE[np.frombuffer(data, dtype=np.uint8)]
     return np.frombuffer(data, dtype="<f4").astype(np.float32)
-
-
-def finite_range(samples: np.ndarray) -> tuple[float, float]:
-    """(lowest, highest) sample of a non-empty float array; AudioInputError when a sample
-    is NaN or infinite (they show in the ufuncs' own reductions: two passes, no temporary
-    array)."""
-    low, high = float(np.minimum.reduce(samples)), float(np.maximum.reduce(samples))
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise AudioInputError("samples contain NaN or infinity")
-    return low, high
 
 
 def deinterleave(samples: np.ndarray, channels: int) -> list[np.ndarray]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import random
 import socket
@@ -94,15 +95,15 @@ class RawClient:
         self.sock.close()
 
 
+def final_keys(results: list[dict]) -> list[tuple]:
+    """Each final with text: (text, timestamps, start time)."""
+    return [(r["text"], tuple(r["timestamps"]), r["start_time"])
+            for r in results if r["is_final"] and r["text"]]
+
+
 def finals(texts: list[str]) -> list[tuple]:
-    import json
-    out = []
-    for t in texts:
-        if t.startswith("{"):
-            r = json.loads(t)
-            if r["is_final"] and r["text"]:
-                out.append((r["text"], tuple(r["timestamps"]), r["start_time"]))
-    return out
+    """``final_keys`` of the JSON results among received texts."""
+    return final_keys([json.loads(t) for t in texts if t.startswith("{")])
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +122,7 @@ def audio(tmp_path_factory):
 def reference(server, audio):
     out = run(sherpa_client(server.url(), audio, 1600))
     assert out["done"] and out["results"]
-    return [(r["text"], tuple(r["timestamps"]), r["start_time"])
-            for r in out["results"] if r["is_final"] and r["text"]]
+    return final_keys(out["results"])
 
 
 # -- the header ------------------------------------------------------------------------------
@@ -213,9 +213,7 @@ def test_a_bad_frame_gets_its_close_code_and_disturbs_no_other_client(server, au
 
     got, healthy = run(both())
     assert got == code
-    assert healthy["done"] and [(r["text"], tuple(r["timestamps"]), r["start_time"])
-                                for r in healthy["results"]
-                                if r["is_final"] and r["text"]] == reference
+    assert healthy["done"] and final_keys(healthy["results"]) == reference
 
 
 # -- the class itself, on a transport that records what it is told -----------------------------

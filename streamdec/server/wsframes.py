@@ -26,8 +26,10 @@ from websockets.protocol import State
 
 __all__ = ["FastBinaryProtocol", "frame_extent"]
 
-_FIN_BINARY = 0x82  # FIN, no RSV bits, opcode 2
-_MASKED = 0x80
+_FIN, _RSV, _OPCODE = 0x80, 0x70, 0x0F  # byte 0: final fragment, extension bits, opcode
+_FIN_BINARY = _FIN | 0x2
+_MASKED = 0x80  # byte 1
+_STAY_FAST = (0x1, 0x9, 0xA)  # a whole text frame, a ping, a pong: uvicorn's, then on
 
 
 def frame_extent(data: bytes | bytearray, pos: int) -> tuple[int, int] | None:
@@ -78,17 +80,17 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
             if extent is None:
                 break
             head, length = extent
-            if length > limit or self.close_sent or data[pos] & 0x70 \
+            first = data[pos]
+            if length > limit or self.close_sent or first & _RSV \
                     or not data[pos + 1] & _MASKED:  # for uvicorn (1009, 1002, ...)
                 self._leave(data[pos:])
                 return
             if end - pos < head + length:
                 break
-            if data[pos] != _FIN_BINARY:
-                first = data[pos]
+            if first != _FIN_BINARY:
                 super().data_received(bytes(data[pos:pos + head + length]))
                 pos += head + length
-                if first & 0x0F not in (0x1, 0x9, 0xA) or not first & 0x80:  # a fragment,
+                if first & _OPCODE not in _STAY_FAST or not first & _FIN:  # a fragment,
                     self._leave(data[pos:])  # a close or a bad opcode: uvicorn from here on
                     return
                 continue
