@@ -242,30 +242,44 @@ class Transport:
         return {"peername": ("127.0.0.1", 5), "sockname": ("127.0.0.1", 6)}.get(name, default)
 
 
-def test_whole_binary_frames_take_the_short_way_and_keep_uvicorn_s_messages():
+async def _idle_app(scope, receive, send):  # accepts, then leaves the messages queued
+    assert (await receive())["type"] == "websocket.connect"
+    await send({"type": "websocket.accept"})
+    await asyncio.sleep(3600)
+
+
+async def handshaken():
+    """A FastBinaryProtocol on a recording transport, past a client's handshake (an app
+    that accepts and then reads nothing): (protocol, transport)."""
     import uvicorn
     from uvicorn.server import ServerState
 
     from streamdec.server.wsframes import FastBinaryProtocol
 
-    async def app(scope, receive, send):  # accepts, then leaves the messages queued
-        assert (await receive())["type"] == "websocket.connect"
-        await send({"type": "websocket.accept"})
-        await asyncio.sleep(3600)
+    config = uvicorn.Config(_idle_app, ws=FastBinaryProtocol, ws_max_size=100_000,
+                            lifespan="off", log_level="warning", ws_per_message_deflate=False)
+    config.load()
+    proto = FastBinaryProtocol(config, ServerState(), {})
+    transport = Transport()
+    proto.connection_made(transport)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                        b"Connection: Upgrade\r\nSec-WebSocket-Key: "
+                        b"dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert transport.written.startswith(b"HTTP/1.1 101")
+    transport.written = b""
+    return proto, transport
 
+
+def stop(proto) -> None:
+    for task in list(proto.tasks):
+        task.cancel()
+
+
+def test_whole_binary_frames_take_the_short_way_and_keep_uvicorn_s_messages():
     async def main():
-        config = uvicorn.Config(app, ws=FastBinaryProtocol, ws_max_size=100_000,
-                                lifespan="off", log_level="warning")
-        config.load()
-        proto = FastBinaryProtocol(config, ServerState(), {})
-        transport = Transport()
-        proto.connection_made(transport)
-        proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                            b"Connection: Upgrade\r\nSec-WebSocket-Key: "
-                            b"dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert transport.written.startswith(b"HTTP/1.1 101")
+        proto, transport = await handshaken()
         payloads = [os.urandom(n) for n in (0, 1, 125, 126, 5000, 65536)]
         stream = b"".join(frame(0x2, p) for p in payloads) + frame(0x1, "Done".encode())
         for i in range(0, len(stream), 997):
@@ -277,7 +291,51 @@ def test_whole_binary_frames_take_the_short_way_and_keep_uvicorn_s_messages():
         proto.data_received(frame(0x2, b"ab", fin=False) + frame(0x0, b"cd"))  # fragments:
         assert proto.fast is False  # uvicorn's own handling from here on
         assert proto.queue.get_nowait() == {"type": "websocket.receive", "bytes": b"abcd"}
-        for task in list(proto.tasks):
-            task.cancel()
+        stop(proto)
+
+    asyncio.run(main())
+
+
+def test_text_messages_go_out_as_the_frames_websockets_writes():
+    from websockets.frames import Frame, Opcode
+
+    from streamdec.server.wsframes import text_frame
+
+    def websockets_frame(text: str) -> bytes:
+        return Frame(Opcode.TEXT, text.encode()).serialize(mask=False, extensions=[])
+
+    # every length form (7, 16 and 64 bits) at its edges, multi-byte UTF-8 included
+    texts = ["", "x" * 125, "x" * 126, "é" * 63, "é" * 64, "x" * 65535, "x" * 65536,
+             json.dumps({"text": "ÉTÉ ☎", "tokens": ["É"]}, ensure_ascii=False)]
+    for text in texts:
+        assert text_frame(text.encode()) == websockets_frame(text), len(text)
+
+    async def main():
+        proto, transport = await handshaken()
+        proto.conn.send_text = None  # the short way never reaches websockets' own
+        for text in texts:
+            await proto.send({"type": "websocket.send", "text": text})
+        assert transport.written == b"".join(websockets_frame(t) for t in texts)
+        del proto.conn.send_text
+        # writes paused (a slow client): uvicorn's send, which waits for them to resume
+        transport.written = b""
+        proto.writable.clear()
+        sending = asyncio.ensure_future(proto.send({"type": "websocket.send", "text": "late"}))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not sending.done() and transport.written == b""
+        proto.writable.set()
+        await sending
+        assert transport.written == websockets_frame("late")
+        # a binary message and the close: uvicorn's, unchanged
+        transport.written = b""
+        await proto.send({"type": "websocket.send", "bytes": b"\x01\x02"})
+        assert transport.written == Frame(Opcode.BINARY, b"\x01\x02").serialize(
+            mask=False, extensions=[])
+        await proto.send({"type": "websocket.close", "code": 1000, "reason": ""})
+        assert proto.close_sent
+        with pytest.raises(RuntimeError, match="after sending 'websocket.close'"):  # uvicorn's
+            await proto.send({"type": "websocket.send", "text": "after"})
+        stop(proto)
 
     asyncio.run(main())

@@ -16,6 +16,12 @@ The short way is taken only on an open connection whose parser holds no bytes (t
 handshake done, nothing sent before it); after a fragmented message, a close, or anything
 it does not expect it is left for good, so websockets' parser never sees a frame cut in
 two.
+
+The results go out by a short way too: a text message on an open connection that can be
+written to (its transport not paused) and negotiated no extension becomes one unmasked
+FIN text frame (byte 0 ``0x81``, the 7-, 16- or 64-bit length, the UTF-8 payload: the
+bytes websockets would write) in one ``transport.write``; anything else (binary, close,
+a connection closing or whose writes are paused) is uvicorn's ``send``, unchanged.
 """
 
 from __future__ import annotations
@@ -24,12 +30,23 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.frames import apply_mask
 from websockets.protocol import State
 
-__all__ = ["FastBinaryProtocol", "frame_extent"]
+__all__ = ["FastBinaryProtocol", "frame_extent", "text_frame"]
 
 _FIN, _RSV, _OPCODE = 0x80, 0x70, 0x0F  # byte 0: final fragment, extension bits, opcode
 _FIN_BINARY = _FIN | 0x2
 _MASKED = 0x80  # byte 1
 _STAY_FAST = (0x1, 0x9, 0xA)  # a whole text frame, a ping, a pong: uvicorn's, then on
+_FIN_TEXT = bytes([_FIN | 0x1])
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A server's (unmasked) FIN text frame of ``payload`` (RFC 6455 section 5.2)."""
+    n = len(payload)
+    if n < 126:
+        return _FIN_TEXT + bytes([n]) + payload
+    if n < 1 << 16:
+        return _FIN_TEXT + bytes([126]) + n.to_bytes(2, "big") + payload
+    return _FIN_TEXT + bytes([127]) + n.to_bytes(8, "big") + payload
 
 
 def frame_extent(data: bytes | bytearray, pos: int) -> tuple[int, int] | None:
@@ -104,6 +121,17 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
                 self.transport.pause_reading()
         if pos < end:
             self._partial += memoryview(data)[pos:]
+
+    async def send(self, message) -> None:
+        text = message.get("text")
+        if (text is not None and message["type"] == "websocket.send"
+                and message.get("bytes") is None and self.handshake_complete
+                and self.initial_response is None and self.writable.is_set()
+                and not self.close_sent and not self.disconnected
+                and self.conn.state is State.OPEN and not self.conn.extensions):
+            self.transport.write(text_frame(text.encode()))
+            return
+        await super().send(message)
 
     def _leave(self, rest: bytes | bytearray) -> None:
         """Hand the rest of the bytes, and all that follow, to uvicorn's own handling."""
