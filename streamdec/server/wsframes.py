@@ -42,11 +42,9 @@ _FIN_TEXT = bytes([_FIN | 0x1])
 def text_frame(payload: bytes) -> bytes:
     """A server's (unmasked) FIN text frame of ``payload`` (RFC 6455 section 5.2)."""
     n = len(payload)
-    if n < 126:
-        return _FIN_TEXT + bytes([n]) + payload
-    if n < 1 << 16:
-        return _FIN_TEXT + bytes([126]) + n.to_bytes(2, "big") + payload
-    return _FIN_TEXT + bytes([127]) + n.to_bytes(8, "big") + payload
+    length = (bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big") if n < 1 << 16
+              else bytes([127]) + n.to_bytes(8, "big"))
+    return _FIN_TEXT + length + payload
 
 
 def frame_extent(data: bytes | bytearray, pos: int) -> tuple[int, int] | None:
