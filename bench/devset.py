@@ -116,7 +116,7 @@ def _telephone(utts: list[Utterance], folder: Path) -> None:
             continue
         src, tmp = folder / f".{u.utt}.16k.wav", folder / f".{u.utt}.wav"
         sf.write(src, u.samples, u.rate, subtype="PCM_16")
-        subprocess.run(["sox", str(src), "-r", "8000", "-e", "mu-law", str(tmp)], check=True)
+        subprocess.run(["sox", "-D", str(src), "-r", "8000", "-e", "mu-law", str(tmp)], check=True)
         src.unlink()
         tmp.replace(folder / f"{u.utt}.wav")
 

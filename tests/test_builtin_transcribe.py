@@ -40,11 +40,14 @@ def wer(ref: str, hyp: str) -> float:
 
 
 def speak(text: str, path, voice: str = "en-us+m3") -> np.ndarray:
-    """espeak-ng speech with leading/trailing silence trimmed: it ends at its last sample."""
+    """espeak-ng speech with leading/trailing silence trimmed: it ends at its last sample.
+    The same samples on every run: sox's resampling dithers with fresh random noise unless
+    told not to (``-D``), which made close calls (a grammar's [unk]) flip once in ~25 runs."""
     raw = path.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-v", voice, "-w", str(raw), text], check=True)
-    subprocess.run(["sox", str(raw), "-r", "16000", str(path), "silence", "1", "0.02", "1%",
-                    "reverse", "silence", "1", "0.02", "1%", "reverse"], check=True)
+    subprocess.run(["sox", "-D", str(raw), "-r", "16000", str(path),
+                    "silence", "1", "0.02", "1%", "reverse", "silence", "1", "0.02", "1%",
+                    "reverse"], check=True)
     audio, rate = sf.read(str(path), dtype="float32")
     assert rate == 16000
     return audio

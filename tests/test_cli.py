@@ -266,8 +266,8 @@ def test_unusable_input_options(capsys, tmp_path, argv, message):
 def telephone(tmp_path_factory):
     """hello.wav as a raw 8 kHz mu-law .ul file (sox) and the same samples as a WAV."""
     d = tmp_path_factory.mktemp("ul")
-    subprocess.run(["sox", "examples/hello.wav", "-r", "8000", "-t", "ul", str(d / "hello.ul")],
-                   check=True)
+    subprocess.run(["sox", "-D", "examples/hello.wav", "-r", "8000", "-t", "ul",
+                    str(d / "hello.ul")], check=True)
     subprocess.run(["sox", "-t", "ul", "-r", "8000", "-c", "1", str(d / "hello.ul"),
                     str(d / "hello8k.wav")], check=True)
     return d / "hello.ul", d / "hello8k.wav"

@@ -79,7 +79,7 @@ def test_mulaw_round_trip_of_sox_encoded_speech(tmp_path):
     wav = tmp_path / "a.wav"
     sf.write(str(wav), audio, 8000, subtype="PCM_16")
     ul = tmp_path / "a.ul"
-    subprocess.run(["sox", str(wav), "-t", "ul", str(ul)], check=True)
+    subprocess.run(["sox", "-D", str(wav), "-t", "ul", str(ul)], check=True)
     got = decode_pcm(ul.read_bytes(), "mulaw")
     assert got.shape == audio.shape
     # the largest mu-law step is 1024/32768 (top segment); quantisation error is half of it

@@ -94,7 +94,7 @@ def main() -> None:
     dst.mkdir(parents=True, exist_ok=True)
     refs = read_refs(src / "refs.tsv")
     for utt, _ in refs:
-        subprocess.run(["sox", str(src / f"{utt}.wav"), "-r", "8000", "-e", "mu-law",
+        subprocess.run(["sox", "-D", str(src / f"{utt}.wav"), "-r", "8000", "-e", "mu-law",
                         str(dst / f"{utt}.wav")], check=True)
     write_refs(dst, refs)
     print(f"dev sets written to {args.out_dir}")
