@@ -436,6 +436,18 @@ def latency_ms(values: list[float]) -> dict:
             for k, v in percentiles(values).items()}
 
 
+def client_offset(spread: str, n: int, count: int, message_seconds: float,
+                  chunk_seconds: float) -> float:
+    """When client ``n`` of ``count`` starts, after the run's start: ``message`` spreads
+    the clients over 20 send times within one message (every client's chunks become whole
+    in the same message of its own, so the chunks of all clients arrive in a burst once per
+    model chunk: a worst case); ``chunk`` spreads them evenly over one model chunk (as
+    calls that begin independently do: chunks made whole at an even rate)."""
+    if spread == "chunk":
+        return n * chunk_seconds / count
+    return (n % 20) * message_seconds / 20
+
+
 async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
     """``streams`` clients against ``server``, bounded by ``--seconds`` + ``--grace``."""
     chunk = pacing.piece
@@ -445,7 +457,8 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
     timeline = Timeline(t0)
     tasks = []
     for n, (s, program) in enumerate(zip(stats, programs)):
-        start = t0 + (n % 20) * args.chunk_ms / 1000 / 20  # spread the clients' send times
+        start = t0 + client_offset(args.spread, n, streams, args.chunk_ms / 1000,
+                                   pacing.meta.chunk_shift * pacing.shift / RATE)
         tasks.append(asyncio.ensure_future(run_client(server.url, program, chunk, pacing,
                                                       start, s, timeline)))
     samples = []  # (t, cpu, rss) each second
@@ -690,7 +703,8 @@ def measure(args) -> dict:
     report: dict = {"setup": {
         "benchmark": "load", "command": " ".join(sys.argv), "streams": args.streams,
         "seconds": args.seconds, "grace": args.grace, "warmup": args.warmup,
-        "chunk_ms": args.chunk_ms, "gap": args.gap, "utterances": args.utterances,
+        "chunk_ms": args.chunk_ms, "spread": args.spread, "gap": args.gap,
+        "utterances": args.utterances,
         "runs": args.runs, "model_dir": str(rec.config.model.path), "search": args.search,
         "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
         "server_args": args.server_arg, "b_args": args.b_arg,
@@ -772,6 +786,10 @@ def main() -> int:
     p.add_argument("--metrics-url", help="its Prometheus /metrics, if any (default: /metrics "
                                          "on the host and port of --url)")
     p.add_argument("--chunk-ms", type=float, default=100.0, help="audio per message")
+    p.add_argument("--spread", choices=("message", "chunk"), default="message",
+                   help="clients' start times: over one message (their model chunks "
+                        "arrive in bursts), or evenly over one model chunk (chunks arrive at "
+                        "an even rate, as independent calls' do)")
     p.add_argument("--gap", type=float, default=2.5, help="silence after each utterance (s)")
     p.add_argument("--warmup", type=float, default=20.0,
                    help="seconds before CPU/RSS count as steady")

@@ -85,7 +85,9 @@ def test_load_smoke_both_servers(tmp_path):
     started by the script on the built-in model; memory probe and message cost too."""
     report = run_bench("load.py", tmp_path / "load.json", "--streams", "2", "--seconds", "3",
                        "--warmup", "0", "--memory-probe", "2", "--message-cost", "20",
+                       "--spread", "chunk",
                        "--b-arg=--event-loop", "--b-arg=asyncio", "--b-tree", str(REPO))
+    assert report["setup"]["spread"] == "chunk"
     assert set(report["setup"]["commands"]) == {"streamdec", "sherpa_onnx", "streamdec_b"}
     assert report["setup"]["commands"]["streamdec_b"].endswith("--event-loop asyncio")
     assert report["setup"]["b_tree"] == str(REPO)  # B served from that checkout
@@ -124,3 +126,18 @@ def test_load_smoke_both_servers(tmp_path):
     # the server's log was read: each client's connection line
     assert conf["streamdec"]["diagnostics"]["server_events"]["counts"]["connection"][
         "median"] == 2
+
+
+def test_load_clients_start_over_a_message_or_evenly_over_a_model_chunk():
+    """``--spread message``: 20 send times within one message, the same for clients 20
+    apart (their model chunks become whole in the same message: bursts); ``--spread
+    chunk``: every client a time of its own, evenly over one model chunk."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from load import client_offset
+
+    message = [client_offset("message", n, 100, 0.1, 0.32) for n in range(100)]
+    assert message[:20] == pytest.approx([k * 0.005 for k in range(20)], abs=1e-12)
+    assert message[20:40] == message[:20] and len(set(message)) == 20
+    chunk = [client_offset("chunk", n, 100, 0.1, 0.32) for n in range(100)]
+    assert chunk == pytest.approx([n * 0.0032 for n in range(100)], abs=1e-12)
+    assert len(set(chunk)) == 100 and max(chunk) < 0.32
