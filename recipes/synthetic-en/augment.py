@@ -50,8 +50,8 @@ def pitch_shift(x: np.ndarray, cents: float, sample_rate: int = 16000) -> np.nda
     with _scratch() as d:
         src, back = os.path.join(d, "a.wav"), os.path.join(d, "b.wav")
         sf.write(src, x / peak * 0.7, sample_rate, subtype="PCM_16")
-        subprocess.run(["sox", "-q", src, "-b", "16", back, "pitch", f"{cents:.0f}"], check=True,
-                       capture_output=True)
+        subprocess.run(["sox", "-D", "-q", src, "-b", "16", back, "pitch", f"{cents:.0f}"],
+                       check=True, capture_output=True)
         y, _ = sf.read(back, dtype="float32")
     return (_same_length(y, len(x)) / 0.7 * peak).astype(np.float32)
 
@@ -125,8 +125,8 @@ def gsm_roundtrip(x: np.ndarray) -> np.ndarray:
     with _scratch() as d:
         src, gsm, back = (os.path.join(d, n) for n in ("a.wav", "a.gsm", "b.wav"))
         sf.write(src, np.clip(x, -1, 1), 8000, subtype="PCM_16")
-        subprocess.run(["sox", "-q", src, "-r", "8000", gsm], check=True, capture_output=True)
-        subprocess.run(["sox", "-q", gsm, "-b", "16", back], check=True, capture_output=True)
+        subprocess.run(["sox", "-D", "-q", src, "-r", "8000", gsm], check=True, capture_output=True)
+        subprocess.run(["sox", "-D", "-q", gsm, "-b", "16", back], check=True, capture_output=True)
         y, _ = sf.read(back, dtype="float32")
     return _same_length(y, len(x))
 
