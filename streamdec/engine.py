@@ -114,15 +114,31 @@ class LiveStream:
         ``Stream.accept_waveform``; the stream stays usable), then wait while more than the
         engine's ``max_pending_seconds`` of it is undecoded. Returns the seconds it waited
         (0.0 when it did not: an adapter that awaits it had its reads paused that long)."""
+        self.accept(sample_rate, samples)
+        return await self.wait_pending()
+
+    def accept(self, sample_rate: int, samples: np.ndarray) -> bool:
+        """``feed`` without the wait, for a caller that cannot await (it raises the same);
+        returns ``over_limit``: True when the caller should wait (``wait_pending``) before
+        it takes more audio."""
         self.stream.accept_waveform(sample_rate, samples)
         self._engine._arrived(self)
+        return self.over_limit
+
+    @property
+    def over_limit(self) -> bool:
+        """More than the engine's ``max_pending_seconds`` of audio is undecoded (and the
+        stream is still decoding)."""
         limit = (self._engine.max_pending_frames if self.stream.state.vad is None
                  else self._engine.max_pending_frames_vad)
-        if self.stream.done or self.closed or self.pending_frames <= limit:
+        return not self.stream.done and not self.closed and self.pending_frames > limit
+
+    async def wait_pending(self) -> float:
+        """Wait while ``over_limit``; the seconds it waited (0.0 when it did not)."""
+        if not self.over_limit:
             return 0.0
         started = time.monotonic()
-        while (not self.stream.done and not self.closed
-               and self.pending_frames > limit):
+        while self.over_limit:
             self._decoded.clear()
             await self._decoded.wait()
         return time.monotonic() - started

@@ -25,6 +25,7 @@ class QueueSocket:
     the next ASGI message of a queue (a cancelled wait leaves the message queued)."""
 
     client = SimpleNamespace(host="127.0.0.1", port=1)
+    scope: dict = {}  # no WebSocket layer that hands audio over as it arrives
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict] = asyncio.Queue()

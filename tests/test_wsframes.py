@@ -183,6 +183,82 @@ def test_whole_frames_in_one_write_and_fragments_give_the_transcript(server, aud
     assert finals(run(fragmented())) == reference
 
 
+def logged_after(server, before: int, timeout: float = 10.0) -> dict:
+    """The connection log line after the first ``before`` ones (once written)."""
+    deadline = time.monotonic() + timeout * UNIT
+    while len(server.connections_logged()) <= before:
+        assert time.monotonic() < deadline, "no connection line"
+        time.sleep(0.02)
+    return server.connections_logged()[before]
+
+
+def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio, reference):
+    """A client's whole binary frames, sent while its session waits for a message, are fed
+    by the WebSocket layer at once (``direct_messages`` of its log line): paced 100 ms
+    messages, every one of them. Frames that take the message queue (after a fragment:
+    uvicorn's own handling) give the same finals."""
+    data = audio.astype("<f4").tobytes()
+    piece = 6400  # 100 ms
+    before = len(server.connections_logged())
+
+    async def paced():
+        async with websockets.connect(server.url(), max_size=None) as ws:
+            for i in range(0, len(data), piece):
+                await ws.send(data[i:i + piece])
+                await asyncio.sleep(0.1)
+            await ws.send("Done")
+            return [m async for m in ws]
+
+    assert finals(run(paced())) == reference
+    line = logged_after(server, before)
+    assert line["direct_messages"] == -(-len(data) // piece)
+
+    async def fragmented_first():  # every message after a fragment takes the queue
+        async with websockets.connect(server.url(), max_size=None) as ws:
+            await ws.send([data[:1000], data[1000:piece]])
+            for i in range(piece, len(data), piece):
+                await ws.send(data[i:i + piece])
+            await ws.send("Done")
+            return [m async for m in ws]
+
+    assert finals(run(fragmented_first())) == reference
+    assert logged_after(server, before + 1)["direct_messages"] == 0
+
+
+def test_audio_fed_as_it_arrives_holds_the_reads_while_the_engine_is_behind(audio):
+    """Sent far faster than real time to a server that lets 0.5 s of audio wait undecoded:
+    the frames fed at once hold the socket's reads until the engine catches up (paused
+    reads in the log line, as the queue's way counts them), and the transcript is the one
+    of the queue's way (``--max-pending-seconds`` changes no result)."""
+    s = ServerProcess("--max-pending-seconds", "0.5")
+    try:
+        gap = np.zeros(32000, audio.dtype)  # 2 s of silence: an endpoint after each
+        long = np.concatenate([audio, gap] * 4)
+        data = long.astype("<f4").tobytes()
+
+        async def client(first_fragmented: bool):
+            async with websockets.connect(s.url(), max_size=None) as ws:
+                start = 0
+                if first_fragmented:
+                    await ws.send([data[:1000], data[1000:3200]])
+                    start = 3200
+                for i in range(start, len(data), 3200):  # 50 ms messages, no pause
+                    await ws.send(data[i:i + 3200])
+                await ws.send("Done")
+                return [m async for m in ws]
+
+        direct = finals(run(client(False)))
+        line = logged_after(s, 0)
+        queued = finals(run(client(True)))
+        queued_line = logged_after(s, 1)
+    finally:
+        assert s.stop() == 0
+    assert direct == queued and len(direct) == 4
+    assert line["direct_messages"] > 0 and line["reads_paused"] > 0
+    assert line["audio_seconds"] == pytest.approx(len(long) / 16000, abs=1e-3)
+    assert queued_line["direct_messages"] == 0 and queued_line["reads_paused"] > 0
+
+
 @pytest.mark.parametrize("case, code", [
     ("too_big", 1009),  # over ws_max_size: cut off before it is read
     ("unmasked", 1002),  # a client frame must be masked
@@ -291,6 +367,45 @@ def test_whole_binary_frames_take_the_short_way_and_keep_uvicorn_s_messages():
         proto.data_received(frame(0x2, b"ab", fin=False) + frame(0x0, b"cd"))  # fragments:
         assert proto.fast is False  # uvicorn's own handling from here on
         assert proto.queue.get_nowait() == {"type": "websocket.receive", "bytes": b"abcd"}
+        stop(proto)
+
+    asyncio.run(main())
+
+
+def test_whole_binary_frames_go_to_the_app_s_sink_while_nothing_waits_in_the_queue():
+    from streamdec.server.wsframes import DIRECT_AUDIO
+
+    async def main():
+        proto, transport = await handshaken()
+        assert proto.scope["extensions"][DIRECT_AUDIO] is proto  # where the app finds it
+        offered, answers = [], [True, False, True]
+        proto.binary_sink = lambda payload: offered.append(payload) or answers.pop(0)
+        one, two, three, four = (os.urandom(n) for n in (8, 9, 10, 11))
+        proto.data_received(frame(0x2, one))  # taken: nothing queued, reads go on
+        assert offered == [one] and proto.queue.empty() and not transport.paused
+        # declined: queued as ever (reads paused); the frames after it are not offered
+        # while it waits (no message overtakes another), text never is
+        proto.data_received(frame(0x2, two) + frame(0x2, three) + frame(0x1, b"Done"))
+        assert offered == [one, two] and transport.paused
+        got = [await proto.receive() for _ in range(3)]
+        assert got == [{"type": "websocket.receive", "bytes": two},
+                       {"type": "websocket.receive", "bytes": three},
+                       {"type": "websocket.receive", "text": "Done"}]
+        assert not transport.paused  # the app took them all: uvicorn resumed the reads
+        proto.data_received(frame(0x2, four))  # the queue empty again: offered, taken
+        assert offered == [one, two, four] and proto.queue.empty()
+        # the app holds the reads itself (back-pressure of what it took) ...
+        proto.pause_reads()
+        assert transport.paused
+        proto.resume_reads()
+        assert not transport.paused
+        # ... and does not resume them while a queued message waits for it
+        proto.binary_sink = None
+        proto.data_received(frame(0x2, one))
+        proto.resume_reads()
+        assert transport.paused
+        assert await proto.receive() == {"type": "websocket.receive", "bytes": one}
+        assert not transport.paused
         stop(proto)
 
     asyncio.run(main())

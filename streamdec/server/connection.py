@@ -11,6 +11,11 @@ The connection does what every protocol shares:
   timer interrupts a read that waits (they cancel it, which loses no message: the message
   queue of the WebSocket layer keeps it); the socket is read no faster than the session
   takes messages (while ``feed`` waits on the engine, reads pause: back-pressure);
+- **audio as it arrives**: on uvicorn with ``wsframes.FastBinaryProtocol``, a whole binary
+  frame that arrives while a push session (sherpa-onnx) waits for a message, and is audio
+  to it (``binary_is_audio``), is fed by the WebSocket layer at once instead of waking the
+  session's task (``_take_audio``: the same checks, counters and back-pressure; anything
+  it declines takes the queue as before);
 - **audio**: size limit, PCM decoding (``decode_pcm``), channel split, stream duration;
 - **errors**: a ``ClientError`` names its kind; the client gets ``{"error", "kind"}`` and
   the kind's close code (table below), and nothing else is disturbed;
@@ -48,6 +53,7 @@ from ..pcm import decode_pcm, deinterleave
 from .display import formatted
 from .options import StreamOptions
 from .session import DRAIN, Close, Feed, Finish, ForceFinal, Reopen, Reply, Retune, Send
+from .wsframes import DIRECT_AUDIO
 
 #: a pause of a connection's reads this long (back-pressure) gets a log line of its own
 PAUSE_LOG_SECONDS = 0.5
@@ -104,6 +110,12 @@ class Connection:
         self._disconnect: dict | None = None  # the client's close, once read
         self._interrupt: str | None = None  # "drain" or "idle"
         self._last_message = time.monotonic()  # or when the wait for the next one began
+        # the WebSocket layer that hands binary messages over as they arrive
+        # (``wsframes.FastBinaryProtocol``; None: another server), and the task that holds
+        # its reads while the engine catches up
+        self._reads = (websocket.scope.get("extensions") or {}).get(DIRECT_AUDIO)
+        self._holding: asyncio.Future | None = None
+        self.direct_messages = 0  # audio messages taken as they arrived
 
     # -- streams ---------------------------------------------------------------------------
     def open_streams(self, options: StreamOptions) -> None:
@@ -147,12 +159,22 @@ class Connection:
         """One binary message: decoded, split into channels and fed (waits while the engine
         is behind). Raises ClientError for bad audio, an oversized message, too long a
         stream."""
+        if self._accept(data):
+            for live in self.lives:
+                waited = await live.wait_pending()
+                if waited:
+                    self._paused(waited)
+
+    def _accept(self, data: bytes) -> bool:
+        """``feed`` up to its wait: True when a stream is over the engine's pending limit.
+        With one channel nothing changes before an error is raised (the stream leaves
+        unusable audio untouched)."""
         limits = self.limits
         if len(data) > limits.max_message_bytes:
             raise ClientError("too_big", f"message of {len(data)} bytes is over the limit of "
                                          f"{limits.max_message_bytes} bytes")
         if not data:
-            return
+            return False
         opts = self.options
         try:
             samples = decode_pcm(data, opts.encoding, opts.channels)
@@ -162,15 +184,58 @@ class Connection:
         if self.audio_seconds + seconds > limits.max_stream_seconds:
             raise ClientError("too_long", f"stream is over the limit of "
                                           f"{limits.max_stream_seconds:g} s of audio")
-        self.audio_seconds += seconds
-        self.metrics.audio.inc(seconds * opts.channels)
+        over = False
         for live, channel in zip(self.lives, deinterleave(samples, opts.channels)):
             try:
-                waited = await live.feed(opts.sample_rate, channel)
+                over = live.accept(opts.sample_rate, channel) or over
             except AudioInputError as e:
                 raise ClientError("bad_audio", str(e)) from None
+        self.audio_seconds += seconds
+        self.metrics.audio.inc(seconds * opts.channels)
+        return over
+
+    # -- audio taken as it arrives ---------------------------------------------------------
+    def _take_audio(self, session, data: bytes) -> bool:
+        """A binary message straight from the WebSocket layer (``wsframes``: called in its
+        ``data_received``), fed now when that is exactly what ``receive`` and the session
+        would do with it: the session waits for a message (nothing is queued before this
+        one, no command is under way), takes binary messages as audio only
+        (``session.binary_is_audio``), no interruption is pending, one channel, no stream
+        over the pending limit, and the message is valid. Anything else returns False
+        before changing anything: the message then takes the usual way through the queue
+        (its error, its wait and its order as always). Audio that puts a stream over the
+        limit holds the socket's reads until the engine has caught up (``_hold_reads``),
+        as the wait in ``feed`` does."""
+        if (self._reader is None or self._interrupt is not None or self._holding is not None
+                or len(self.lives) != 1 or not session.binary_is_audio
+                or self.lives[0].over_limit):
+            return False
+        try:
+            over = self._accept(data)
+        except ClientError:
+            return False
+        self._last_message = time.monotonic()
+        self.direct_messages += 1
+        if over:
+            self._hold_reads()
+        return True
+
+    def _hold_reads(self) -> None:
+        """Back-pressure for audio taken as it arrives: the socket is not read until every
+        stream is under the pending limit again (counted and logged as a pause)."""
+        self._reads.pause_reads()
+        self._holding = asyncio.ensure_future(self._release_reads())
+
+    async def _release_reads(self) -> None:
+        try:
+            waited = 0.0
+            for live in self.lives:
+                waited += await live.wait_pending()
             if waited:
                 self._paused(waited)
+        finally:
+            self._holding = None
+            self._reads.resume_reads()
 
     def _paused(self, seconds: float) -> None:
         """Its reads paused ``seconds`` (back-pressure): counted, and logged when long."""
@@ -249,9 +314,10 @@ class Connection:
     def _check_idle(self) -> None:
         timeout = self.limits.idle_timeout_seconds
         quiet = time.monotonic() - self._last_message
-        if quiet >= timeout and self._reader is not None:  # waited that long for a message
+        busy = self._reader is None or self._holding is not None  # with the last message
+        if quiet >= timeout and not busy:  # waited that long for a message
             self._interrupt_with("idle")
-        elif self._reader is None:  # the session is busy with the last message
+        elif busy:
             self._arm_idle_timer(timeout)
         else:
             self._arm_idle_timer(max(timeout - quiet, 0.01))
@@ -369,6 +435,8 @@ class Connection:
         sending = asyncio.ensure_future(asyncio.gather(
             *[self._push(session, c) for c in range(len(self.lives))]))
         reading = asyncio.ensure_future(self._read(session))
+        if self._reads is not None and hasattr(session, "binary_is_audio"):
+            self._reads.binary_sink = lambda data: self._take_audio(session, data)
         try:
             await asyncio.wait({sending, reading}, return_when=asyncio.FIRST_COMPLETED)
             if reading.done() and not sending.done():
@@ -396,6 +464,8 @@ class Connection:
         except Disconnected:
             return
         finally:
+            if self._reads is not None:
+                self._reads.binary_sink = None
             for task in (sending, reading):
                 task.cancel()
             await asyncio.gather(sending, reading, return_exceptions=True)
@@ -404,6 +474,8 @@ class Connection:
     def release(self) -> None:
         """Free everything (the streams too: an abrupt disconnect drops them) and log."""
         self._stop_idle_timer()
+        if self._holding is not None:
+            self._holding.cancel()
         for live in self.lives:
             live.close()
         log.info(json.dumps({
@@ -411,5 +483,6 @@ class Connection:
             "options": self.options.describe(), "audio_seconds": round(self.audio_seconds, 3),
             "duration": round(time.monotonic() - self.started, 3),
             "reads_paused": self.pauses, "paused_seconds": round(self.paused_seconds, 3),
+            "direct_messages": self.direct_messages,
             "close_code": self.close_code,
             "close_reason": self.close_reason or "normal"}))

@@ -27,6 +27,11 @@ A session that streams results as they come (``push_results``) gets each one thr
 ``session.result(channel, result)`` and, once every channel has its last one,
 ``session.results_ended()``. Either way the finals it gets are already formatted at the
 connection's ``text_format`` (``display``: done off the loop by the connection).
+
+Such a session also says, as ``binary_is_audio``, whether a binary message would now be
+``[Feed(message)]`` and nothing else: while it is, the connection may feed a binary
+message the moment it arrives, without handing it to ``receive`` (``Connection``'s audio
+taken as it arrives), which is the same thing done sooner.
 """
 
 from __future__ import annotations

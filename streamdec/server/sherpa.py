@@ -101,11 +101,11 @@ class SherpaSession:
             self.draining = self.finished = True
             return [Finish()]
         if isinstance(message, bytes):
+            if self.binary_is_audio:
+                return [Feed(message)]
             if self.draining:
                 return []
-            if self.finished:
-                raise ClientError("bad_message", "audio after Done")
-            return [Feed(message)]
+            raise ClientError("bad_message", "audio after Done")
         if message == DONE:
             self.finished = True
             return [Finish()]
@@ -117,6 +117,12 @@ class SherpaSession:
             return [ForceFinal(FINALIZE)]
         raise ClientError("bad_message", f"expected audio (binary) or the text {DONE!r} "
                                          f"or {FINALIZE!r}, got text {message[:40]!r}")
+
+    @property
+    def binary_is_audio(self) -> bool:
+        """A binary message now is audio to feed and nothing else (``receive`` gives
+        ``[Feed(message)]`` for it): until ``Done`` or the drain."""
+        return not self.finished
 
     def result(self, channel: int, result: Result) -> list[Command]:
         tag = channel if self.channels > 1 else None

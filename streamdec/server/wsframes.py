@@ -17,6 +17,14 @@ handshake done, nothing sent before it); after a fragmented message, a close, or
 it does not expect it is left for good, so websockets' parser never sees a frame cut in
 two.
 
+A whole binary frame can go further still: the app may set ``binary_sink`` (it finds the
+protocol in its scope, ``scope["extensions"][DIRECT_AUDIO]``), a callable that takes the
+payload at once (True) or declines it (False, and the frame is queued as above). It is
+offered a frame only while nothing waits in the queue, so no message overtakes another;
+``pause_reads`` / ``resume_reads`` hold the socket's reads for it as the queue's
+back-pressure does (a queued message waiting for the app resumes them when the app takes
+it, as in uvicorn).
+
 The results go out by a short way too: a text message on an open connection that can be
 written to (its transport not paused) and negotiated no extension becomes one unmasked
 FIN text frame (byte 0 ``0x81``, the 7-, 16- or 64-bit length, the UTF-8 payload: the
@@ -30,7 +38,10 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.frames import apply_mask
 from websockets.protocol import State
 
-__all__ = ["FastBinaryProtocol", "frame_extent", "text_frame"]
+__all__ = ["FastBinaryProtocol", "frame_extent", "text_frame", "DIRECT_AUDIO"]
+
+#: the key of the protocol in its ASGI scope's ``extensions`` (see the module notes)
+DIRECT_AUDIO = "streamdec.binary_sink"
 
 _FIN, _RSV, _OPCODE = 0x80, 0x70, 0x0F  # byte 0: final fragment, extension bits, opcode
 _FIN_BINARY = _FIN | 0x2
@@ -77,6 +88,26 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
         super().__init__(*args, **kwargs)
         self.fast: bool | None = None  # None: not decided yet (the handshake is not done)
         self._partial = bytearray()  # the start of a frame not all received yet
+        self.binary_sink = None  # the app's taker of whole binary payloads (module notes)
+
+    def handle_connect(self, event) -> None:
+        super().handle_connect(event)
+        scope = getattr(self, "scope", None)
+        if scope is not None:  # the app's scope: where it finds this protocol
+            scope.setdefault("extensions", {})[DIRECT_AUDIO] = self
+
+    def pause_reads(self) -> None:
+        """Stop reading the socket (the app holds what it took)."""
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reads(self) -> None:
+        """Read the socket again, unless a queued message still waits for the app (taking
+        it resumes them, as uvicorn's ``receive`` does) or the connection is closing."""
+        if self.read_paused and self.queue.empty() and not self.transport.is_closing():
+            self.read_paused = False
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.fast is None and self.handshake_complete:
@@ -113,10 +144,11 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
             payload = apply_mask(memoryview(data)[start:start + length],
                                  bytes(data[start - 4:start]))
             pos = start + length
+            sink = self.binary_sink
+            if sink is not None and self.queue.empty() and sink(payload):
+                continue  # taken by the app at once
             self.queue.put_nowait({"type": "websocket.receive", "bytes": payload})
-            if not self.read_paused:
-                self.read_paused = True
-                self.transport.pause_reading()
+            self.pause_reads()
         if pos < end:
             self._partial += memoryview(data)[pos:]
 
