@@ -114,8 +114,7 @@ class LiveStream:
         ``Stream.accept_waveform``; the stream stays usable), then wait while more than the
         engine's ``max_pending_seconds`` of it is undecoded. Returns the seconds it waited
         (0.0 when it did not: an adapter that awaits it had its reads paused that long)."""
-        self.accept(sample_rate, samples)
-        return await self.wait_pending()
+        return await self.wait_pending() if self.accept(sample_rate, samples) else 0.0
 
     def accept(self, sample_rate: int, samples: np.ndarray) -> bool:
         """``feed`` without the wait, for a caller that cannot await (it raises the same);

@@ -160,10 +160,15 @@ class Connection:
         is behind). Raises ClientError for bad audio, an oversized message, too long a
         stream."""
         if self._accept(data):
-            for live in self.lives:
-                waited = await live.wait_pending()
-                if waited:
-                    self._paused(waited)
+            await self._wait_pending()
+
+    async def _wait_pending(self) -> None:
+        """Wait until every stream is under the engine's pending limit; each wait counted
+        (and logged when long) as a pause of the reads."""
+        for live in self.lives:
+            waited = await live.wait_pending()
+            if waited:
+                self._paused(waited)
 
     def _accept(self, data: bytes) -> bool:
         """``feed`` up to its wait: True when a stream is over the engine's pending limit.
@@ -228,11 +233,7 @@ class Connection:
 
     async def _release_reads(self) -> None:
         try:
-            waited = 0.0
-            for live in self.lives:
-                waited += await live.wait_pending()
-            if waited:
-                self._paused(waited)
+            await self._wait_pending()
         finally:
             self._holding = None
             self._reads.resume_reads()
