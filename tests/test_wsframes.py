@@ -183,13 +183,17 @@ def test_whole_frames_in_one_write_and_fragments_give_the_transcript(server, aud
     assert finals(run(fragmented())) == reference
 
 
-def logged_after(server, before: int, timeout: float = 10.0) -> dict:
-    """The connection log line after the first ``before`` ones (once written)."""
+def logged_after(server, before: int, timeout: float = 10.0, peer: str | None = None) -> dict:
+    """The connection log line after the first ``before`` ones (once written); with
+    ``peer`` ("host:port"), that client's line (another client's may come first)."""
     deadline = time.monotonic() + timeout * UNIT
-    while len(server.connections_logged()) <= before:
+    while True:
+        lines = server.connections_logged()[before:]
+        mine = [e for e in lines if peer is None or e["peer"] == peer]
+        if mine:
+            return mine[0]
         assert time.monotonic() < deadline, "no connection line"
         time.sleep(0.02)
-    return server.connections_logged()[before]
 
 
 def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio, reference):
@@ -201,8 +205,11 @@ def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio
     piece = 6400  # 100 ms
     before = len(server.connections_logged())
 
+    peers = []
+
     async def paced():
         async with websockets.connect(server.url(), max_size=None) as ws:
+            peers.append("%s:%d" % ws.local_address[:2])
             for i in range(0, len(data), piece):
                 await ws.send(data[i:i + piece])
                 await asyncio.sleep(0.1)
@@ -210,7 +217,7 @@ def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio
             return [m async for m in ws]
 
     assert finals(run(paced())) == reference
-    line = logged_after(server, before)
+    line = logged_after(server, before, peer=peers[-1])
     # most of them: one may come while the session's task is not waiting yet (the first,
     # before it first reads) or is busy with a result
     sent = -(-len(data) // piece)
@@ -218,6 +225,7 @@ def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio
 
     async def fragmented_first():  # every message after a fragment takes the queue
         async with websockets.connect(server.url(), max_size=None) as ws:
+            peers.append("%s:%d" % ws.local_address[:2])
             await ws.send([data[:1000], data[1000:piece]])
             for i in range(piece, len(data), piece):
                 await ws.send(data[i:i + piece])
@@ -225,7 +233,7 @@ def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio
             return [m async for m in ws]
 
     assert finals(run(fragmented_first())) == reference
-    assert logged_after(server, before + 1)["direct_messages"] == 0
+    assert logged_after(server, before, peer=peers[-1])["direct_messages"] == 0
 
 
 def test_audio_fed_as_it_arrives_holds_the_reads_while_the_engine_is_behind(audio):
