@@ -298,6 +298,17 @@ class Engine:
         self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="streamdec-decode")
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
 
+    async def warm_up(self) -> None:
+        """Decode ``workers`` batches of ``max_batch`` silent streams at once, and drop them:
+        the decode's memory reaches its high-water mark (every decode thread at the largest
+        batch) now, not at the first burst of load, so the process's memory does not grow
+        in steps under steady load. Call after ``start``, before taking streams."""
+        loop = asyncio.get_running_loop()
+        batches = [self.recognizer.silent_batch(self.config.max_batch)
+                   for _ in range(self.config.workers)]
+        await asyncio.gather(*(loop.run_in_executor(self._pool, self.recognizer.compute, b)
+                               for b in batches))
+
     async def stop(self) -> None:
         """Stop scheduling; wait for the batches in flight; close every stream."""
         if self._scheduler is not None:

@@ -211,6 +211,23 @@ class Recognizer:
             s.in_flight = True
         return DecodeBatch(tuple(ready), tuple(items))
 
+    def silent_batch(self, size: int) -> DecodeBatch:
+        """A batch of ``size`` new streams, each holding one chunk of silence, for a warm-up:
+        compute it and drop it (its streams belong to nobody). A decode's memory (ONNX
+        Runtime's arena, the C heap) grows to the largest batches it has run, and stays
+        there; running the largest first reaches that mark at start instead of at the first
+        burst of load (bench/results/stop37)."""
+        features = self.config.features
+        fs = features.sample_rate
+        samples = np.zeros(int(fs * (features.frame_length_ms / 1000))
+                           + self.meta.chunk_frames * features.frame_shift_samples, np.float32)
+        streams = [self.create_stream(vad=False) for _ in range(size)]
+        for s in streams:
+            s.accept_waveform(fs, samples)
+        batch = self.gather(streams)
+        assert batch is not None and len(batch) == size, "a chunk of silence is a whole chunk"
+        return batch
+
     def compute(self, batch: DecodeBatch) -> list[StreamUpdate]:
         """Decode a gathered batch: pure (touches no stream), safe in a worker thread.
         When the batch fails, each stream is retried alone so only a failing stream fails."""

@@ -97,6 +97,36 @@ def test_concurrent_streams_each_get_their_own_transcript(rec):
     assert all(0 <= t < 30 for t in observer.latencies)
 
 
+def test_warm_up_decodes_the_largest_batches_in_the_decode_threads_and_leaves_nothing(
+        rec, monkeypatch):
+    threads = compute_threads(rec, monkeypatch)
+    compute, sizes = rec.compute, []
+    monkeypatch.setattr(rec, "compute", lambda batch: sizes.append(len(batch)) or compute(batch))
+    observer = Observer()
+    audio = AUDIOS[3]
+
+    async def main():
+        async with Engine(rec, EngineConfig(max_batch=5, workers=2), observer) as engine:
+            await engine.warm_up()
+            assert sorted(sizes) == [5, 5]  # workers batches of max_batch
+            assert engine.active_streams == 0 and engine.ready_streams == 0
+            assert observer.batches == []  # not load: no metrics
+            return await stream_file(engine, audio, 1600)
+
+    results = asyncio.run(main())
+    assert threads and all(t.startswith("streamdec-decode") for t in threads), threads
+    assert key(finals(results)) == key(finals(decode_in_pieces(rec, audio, len(audio))))
+
+
+def test_a_silent_batch_holds_one_whole_chunk_of_each_new_stream(rec):
+    batch = rec.silent_batch(3)
+    assert len(batch) == 3 and len(set(map(id, batch.streams))) == 3
+    for item in batch.items:
+        assert item.features.shape == (rec.meta.chunk_frames, rec.meta.feature_dim)
+        assert item.state.processed_feature_frames == 0 and not item.is_last
+    assert all(u.error is None for u in rec.compute(batch))
+
+
 def test_streams_are_touched_by_the_loop_thread_only(rec, monkeypatch):
     threads: set[str] = set()
 

@@ -457,6 +457,14 @@ def test_one_log_line_per_connection(server):
     assert {"done", "eof", "bad_audio"} <= kinds
 
 
+def test_the_engine_is_warmed_up_before_the_server_listens(server):
+    events = [json.loads(line[line.index("{"):]) for line in list(server.log)
+              if line.count('"event": "warmed_up"') or line.count('"event": "listening"')]
+    assert [e["event"] for e in events][:2] == ["warmed_up", "listening"]
+    assert (events[0]["batches"], events[0]["max_batch"]) == (3, 32)  # the defaults
+    assert 0 < events[0]["seconds"] < 30
+
+
 # -- the clients/ folder ---------------------------------------------------------------------
 def _client(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True,

@@ -175,6 +175,8 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
     async def lifespan(app):
         started = not context.engine.running
         context.start()
+        if started:
+            await context.engine.warm_up()
         try:
             yield
         finally:

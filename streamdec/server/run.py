@@ -2,7 +2,8 @@
 
 ``serve(context)`` binds the listeners (``port``; ``vosk_port`` with Vosk at its root;
 ``audiosocket_port``: Asterisk AudioSocket calls over TCP),
-starts the engine and serves until SIGTERM or SIGINT. Then, in this order: stop accepting
+starts the engine, warms it up (``Engine.warm_up``, logged as ``warmed_up``) and serves
+until SIGTERM or SIGINT. Then, in this order: stop accepting
 (close the listening sockets), drain (every open stream gets its last results and its
 connection closes; at most ``drain_timeout_seconds``), stop the listeners, stop the engine,
 return 0. A second signal exits at once (status 128 + signal number).
@@ -23,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from typing import Callable, Coroutine
 
 import uvicorn
@@ -132,6 +134,12 @@ async def serve(context: ServerContext, reuse_port: bool = False,
             sock.close()
         raise ConfigError(f"cannot start the server: {e}") from None
     context.start()
+    began = time.perf_counter()
+    await context.engine.warm_up()  # memory at its high-water mark before any client
+    engine = context.engine.config
+    log.info(json.dumps({"event": "warmed_up", "batches": engine.workers,
+                         "max_batch": engine.max_batch,
+                         "seconds": round(time.perf_counter() - began, 3)}))
     tasks = [asyncio.ensure_future(listener.serve(sockets=[sock]))
              for listener, sock in zip(listeners, sockets)]
     await asyncio.wait([asyncio.ensure_future(started.wait()), *tasks],
