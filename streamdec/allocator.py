@@ -18,15 +18,20 @@ decode thread.
 parameter              value        why
 =====================  ===========  ======================================================
 ``M_MMAP_THRESHOLD``   4 MiB        blocks below it come from the heap (and are reused)
-``M_TRIM_THRESHOLD``   64 MiB       free memory at the top of a heap is kept up to this
+``M_TRIM_THRESHOLD``   8 MiB        free memory at the top of a heap is kept up to this...
+``M_TOP_PAD``          4 MiB        ...and a trim keeps this much of it
 ``M_ARENA_MAX``        2            the loop thread and the decode threads share 2 arenas
 =====================  ===========  ======================================================
 
-The process's memory then rises to the high-water mark of its load and stays there
-instead of going up and down with every block. A parameter whose glibc environment
-variable is set (``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``,
-``MALLOC_ARENA_MAX``), or any when ``GLIBC_TUNABLES`` names ``glibc.malloc``, is left as
-the user set it; ``STREAMDEC_MALLOC=default`` leaves all of them. Elsewhere (musl,
+The process's memory then rises to the working set of its load and stays there instead of
+going up and down with every block; the top of a heap that a rare peak left free (a burst
+of load: 6 MB once in a 10-minute soak at 200 streams) goes back to the system instead of
+being kept for good (the threshold was 64 MiB until stop 37: bench/results/stop37).
+
+A parameter whose glibc environment variable is set (``MALLOC_TRIM_THRESHOLD_``,
+``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``MALLOC_ARENA_MAX``), or any when
+``GLIBC_TUNABLES`` names ``glibc.malloc``, is left as the user set it;
+``STREAMDEC_MALLOC=default`` leaves all of them. Elsewhere (musl,
 macOS, Windows) it does nothing.
 """
 
@@ -42,13 +47,15 @@ __all__ = ["configure", "wanted", "SETTINGS"]
 
 # glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
+_M_TOP_PAD = -2
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 
 #: (name, mallopt parameter, value, the environment variable that overrides it)
 SETTINGS = (
     ("mmap_threshold", _M_MMAP_THRESHOLD, 4 << 20, "MALLOC_MMAP_THRESHOLD_"),
-    ("trim_threshold", _M_TRIM_THRESHOLD, 64 << 20, "MALLOC_TRIM_THRESHOLD_"),
+    ("trim_threshold", _M_TRIM_THRESHOLD, 8 << 20, "MALLOC_TRIM_THRESHOLD_"),
+    ("top_pad", _M_TOP_PAD, 4 << 20, "MALLOC_TOP_PAD_"),
     ("arena_max", _M_ARENA_MAX, 2, "MALLOC_ARENA_MAX"),
 )
 

@@ -73,6 +73,14 @@ def test_family_table_is_the_fallback():
     assert batch_axis_from_table("unknown", "x") is None
 
 
+def test_sessions_take_their_memory_from_malloc_not_an_arena(model_dirs):
+    """ONNX Runtime's CPU arena never gives a region back and doubles when fragmented
+    (16 MB mid-soak: bench/results/stop37); the sessions use malloc, which reuses it."""
+    model = load_model(ModelConfig(model_dir=str(model_dirs["lstm"])))
+    for session in (model.encoder, model.decoder, model.joiner):
+        assert session.get_session_options().enable_cpu_mem_arena is False
+
+
 def _copy_model(src, dst):
     dst.mkdir()
     for f in src.iterdir():

@@ -85,6 +85,12 @@ def open_session(path: Path, config: ModelConfig):
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
+    # ONNX Runtime's CPU arena keeps every region it ever took and takes a region twice as
+    # large as all before it when a request does not fit its fragments: 16 MB at a moment
+    # of a 10-minute soak, after a warm-up at the largest batches. Without it each run's
+    # tensors come from malloc and go back to it (streamdec.allocator), reused by the next
+    # run (bench/results/stop37).
+    opts.enable_cpu_mem_arena = False
     try:
         return ort.InferenceSession(str(path), sess_options=opts,
                                     providers=["CPUExecutionProvider"])
