@@ -5,6 +5,7 @@ the Ray Serve replicas) open streams, feed audio and read results through it; th
 call the Recognizer themselves:
 
     async with Engine(recognizer, EngineConfig()) as engine:
+        await engine.warm_up()                     # optional: memory at its mark at start
         live = engine.open()                       # or open(search=..., hotwords=[...])
         await live.feed(16000, samples)            # waits while too much audio is undecoded
         live.finish()                              # end of input
