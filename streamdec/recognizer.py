@@ -213,10 +213,10 @@ class Recognizer:
 
     def silent_batch(self, size: int) -> DecodeBatch:
         """A batch of ``size`` new streams, each holding one chunk of silence, for a warm-up:
-        compute it and drop it (its streams belong to nobody). A decode's memory (ONNX
-        Runtime's arena, the C heap) grows to the largest batches it has run, and stays
-        there; running the largest first reaches that mark at start instead of at the first
-        burst of load (bench/results/stop37)."""
+        compute it and drop it (its streams belong to nobody). A decode's memory (the C
+        heap its tensors and arrays come from) grows to the largest batches it has run and
+        stays there; running the largest first reaches that mark at start instead of at the
+        first burst of load (bench/results/stop37)."""
         features = self.config.features
         fs = features.sample_rate
         samples = np.zeros(int(fs * (features.frame_length_ms / 1000))
