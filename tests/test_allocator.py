@@ -84,9 +84,10 @@ def test_configured_memory_stays_with_the_process_and_threads_share_two_arenas()
     assert off["applied"] == {}
     # glibc's defaults: 1 MiB blocks are mapped and unmapped one by one (16 MiB go back);
     # configured, they come from the heap, and what lies free at its top goes back only
-    # past 8 MiB, down to 4 MiB: between 4 and 8 of the 16 MiB stay
+    # past 8 MiB, down to 4 MiB: about 4-8 of the 16 MiB stay (give or take the pages
+    # that lay free at the top before the blocks: one fresh-check freed 12 MiB + 4 KiB)
     assert off["freed_kb"] >= 15 * 1024
-    assert 8 * 1024 <= on["freed_kb"] <= 12 * 1024
+    assert 8 * 1024 <= on["freed_kb"] <= 13 * 1024
     assert on["heaps"] <= 2 < off["heaps"]
 
 
