@@ -176,7 +176,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
         started = not context.engine.running
         context.start()
         if started:
-            await context.engine.warm_up()
+            await context.warm_up()
         try:
             yield
         finally:

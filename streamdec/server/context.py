@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from ..appconfig import AudioConfig
@@ -100,6 +101,16 @@ class ServerContext:
             self._started_engine = True
         if self._watch is None:
             self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
+
+    async def warm_up(self) -> None:
+        """Warm the engine up (``Engine.warm_up``: its memory at its mark before any client)
+        and log it as ``warmed_up`` with the seconds it took."""
+        began = time.perf_counter()
+        await self.engine.warm_up()
+        config = self.engine.config
+        log.info(json.dumps({"event": "warmed_up", "batches": config.workers,
+                             "max_batch": config.max_batch,
+                             "seconds": round(time.perf_counter() - began, 3)}))
 
     async def stop(self) -> None:
         """Stop the engine if this context started it."""

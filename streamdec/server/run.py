@@ -24,7 +24,6 @@ import logging
 import os
 import signal
 import socket
-import time
 from typing import Callable, Coroutine
 
 import uvicorn
@@ -134,12 +133,7 @@ async def serve(context: ServerContext, reuse_port: bool = False,
             sock.close()
         raise ConfigError(f"cannot start the server: {e}") from None
     context.start()
-    began = time.perf_counter()
-    await context.engine.warm_up()  # memory at its high-water mark before any client
-    engine = context.engine.config
-    log.info(json.dumps({"event": "warmed_up", "batches": engine.workers,
-                         "max_batch": engine.max_batch,
-                         "seconds": round(time.perf_counter() - began, 3)}))
+    await context.warm_up()
     tasks = [asyncio.ensure_future(listener.serve(sockets=[sock]))
              for listener, sock in zip(listeners, sockets)]
     await asyncio.wait([asyncio.ensure_future(started.wait()), *tasks],
