@@ -36,12 +36,17 @@ from typing import Protocol
 import kaldi_native_fbank as knf
 import numpy as np
 
+from .buffers import size_class
+
 __all__ = ["Fbank", "OnlineFbank", "fbank_options", "fbank_for", "FbankSettings"]
 
 #: frames computed per numpy call: bounds the temporary arrays (blocks of 64 measured
 #: slower per frame than blocks of 32 here, likely their temporaries crossing glibc's mmap
 #: threshold)
 BLOCK_FRAMES = 32
+#: a stream's sample store holds at least this many samples (a few messages and the samples
+#: of the frames not computed yet: in a live stream it is never replaced)
+STORE_MIN_SAMPLES = 4096
 
 
 class FbankSettings(Protocol):
@@ -177,7 +182,9 @@ class OnlineFbank:
     def __init__(self, fbank: Fbank) -> None:
         self.fbank = fbank
         # the kept samples are _store[_lo:_hi] (absolute index _offset at _lo): appended in
-        # place, the store replaced (with room to grow) only when full
+        # place; when the store is full they move to its front, and only when they would
+        # not fit there is it replaced by one of the next size class (few sizes, reused
+        # whole by the C heap: a long-lived stream's store neither churns nor fragments it)
         self._store = np.zeros(0, np.float32)
         self._lo = self._hi = 0
         self._offset = 0
@@ -190,9 +197,13 @@ class OnlineFbank:
         n = len(samples)
         if self._hi + n > len(self._store):
             kept = self._hi - self._lo
-            store = np.empty(kept + n + max(kept, 4096), np.float32)  # room for as much again
-            store[:kept] = self._store[self._lo:self._hi]
-            self._store, self._lo, self._hi = store, 0, kept
+            if 2 * (kept + n) <= len(self._store):  # no view of it is handed out: reuse it
+                self._store[:kept] = self._store[self._lo:self._hi]
+            else:
+                store = np.empty(size_class(2 * (kept + n), STORE_MIN_SAMPLES), np.float32)
+                store[:kept] = self._store[self._lo:self._hi]
+                self._store = store
+            self._lo, self._hi = 0, kept
         self._store[self._hi:self._hi + n] = samples
         self._hi += n
         self.num_frames_ready = self.fbank.num_frames(self._offset + self._hi - self._lo, False)

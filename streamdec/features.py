@@ -27,6 +27,7 @@ from typing import Iterable
 import numpy as np
 import soxr
 
+from .buffers import size_class
 from .errors import AudioInputError, ConfigError, StreamStateError
 from .fbank import BLOCK_FRAMES, OnlineFbank, fbank_for, fbank_options
 from .validation import require_finite, require_positive, require_sample_rate
@@ -38,6 +39,9 @@ __all__ = ["FeatureConfig", "StreamingFeatures", "fbank_options", "compute_fbank
 #: (the fbank's fixed cost per call shared by several streams' chunks) and a stream with
 #: more pending than this alone
 TOGETHER_FRAMES = 4 * BLOCK_FRAMES
+#: a stream's computed frames are kept in a buffer of at least this many rows (its size
+#: class: ``buffers.size_class``); a live stream keeps about one chunk's (tens of rows)
+MIN_FRAME_ROWS = 128
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,8 @@ class StreamingFeatures:
         # Computed frames live in rows [_lo, _hi) of _buf (absolute index _first_frame at
         # row _lo); the fbank holds the ready frames after them, not computed yet.
         # Rows are only ever appended, never rewritten: a view handed out by frames() stays
-        # valid while a worker thread reads it; a full buffer is replaced by a new one.
+        # valid while a worker thread reads it; a full buffer is replaced by a new one, of
+        # its size or the next size class (buffers.size_class: few sizes, no heap holes).
         self._buf: np.ndarray = np.zeros((0, config.num_bins), dtype=np.float32)
         self._lo = self._hi = 0
         self._first_frame = 0
@@ -248,7 +253,8 @@ class StreamingFeatures:
         if n == 0:
             return
         if self._hi + n > len(self._buf):  # a new buffer holding the live frames only
-            buf = np.empty((max(2 * (live + n), 64), self.config.num_bins), np.float32)
+            rows = max(len(self._buf), size_class(2 * (live + n), MIN_FRAME_ROWS))  # one size
+            buf = np.empty((rows, self.config.num_bins), np.float32)
             buf[:live] = self._buf[self._lo:self._hi]
             self._buf, self._lo, self._hi = buf, 0, live
         self._buf[self._hi:self._hi + n] = new

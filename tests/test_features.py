@@ -5,6 +5,7 @@ from streamdec import AudioInputError, StreamStateError
 from streamdec.features import (TOGETHER_FRAMES, FeatureConfig, StreamingFeatures, compute_fbank,
                                 compute_ready_together, fbank_options)
 from model_factory import test_audio
+from streamdec.buffers import size_class
 
 
 def test_frames_computed_together_equal_each_stream_alone():
@@ -231,3 +232,32 @@ def test_audio_after_input_finished():
     f.input_finished()
     with pytest.raises(StreamStateError):
         f.accept_waveform(16000, test_audio(0.2))
+
+
+@pytest.mark.parametrize("piece", [160, 320, 1600, 4000])
+def test_a_live_streams_buffers_keep_one_size_once_they_hold_a_chunk(piece):
+    """A live stream (messages of 10-250 ms, its chunks read and dropped as a decode does)
+    keeps the same sample store for a minute of audio once it holds a chunk's worth
+    (samples move to its front instead of into a new one: no heap churn per stream); its
+    frame buffer, replaced when full (views of it stay valid for a decode thread), always
+    takes the same size class; and its frames are the whole utterance's."""
+    audio = test_audio(60.0, seed=31)
+    whole = compute_fbank(audio, 16000)
+    f = StreamingFeatures(FeatureConfig())
+    got, start, stores, bufs = [], 0, set(), set()
+    for i in range(0, len(audio), piece):
+        f.accept_waveform(16000, audio[i:i + piece])
+        compute_ready_together([f])
+        if i >= 5 * 16000:  # after the first seconds
+            stores.add(id(f._fbank._store))
+            bufs.add(len(f._buf))
+        while f.num_frames_ready >= start + 45:
+            got.append(f.frames(start, 32).copy())
+            start += 32
+            f.drop_before(start)
+    assert len(stores) == 1 and len(bufs) == 1
+    assert len(f._fbank._store) == size_class(len(f._fbank._store), 1) >= 4096
+    assert len(f._buf) == size_class(len(f._buf), 1) >= 128
+    got = np.concatenate(got)
+    np.testing.assert_array_equal(got, whole[:len(got)])
+    assert len(got) > 5900
