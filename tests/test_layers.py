@@ -7,7 +7,7 @@ Layers, from the bottom (a module may import its own layer and the ones below it
 ==================  ==========================================================================
 layer               modules
 ==================  ==========================================================================
-core                errors, validation, home, lru, pcm, tokens, fbank, features, models/,
+core                errors, validation, home, lru, buffers, pcm, tokens, fbank, features, models/,
                     search/, lang/, resources, vad, endpoint, segments, results, stream,
                     recognizer, drive, textfmt/, the package root (``streamdec/__init__``):
                     samples in, events (and text for people) out, no sockets, threads or
@@ -37,7 +37,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "streamdec"
 
 LAYERS = (
     ("core", ("streamdec", "streamdec.errors", "streamdec.validation", "streamdec.home",
-              "streamdec.lru", "streamdec.pcm", "streamdec.tokens", "streamdec.fbank",
+              "streamdec.lru", "streamdec.buffers", "streamdec.pcm", "streamdec.tokens", "streamdec.fbank",
               "streamdec.features", "streamdec.models", "streamdec.search", "streamdec.lang",
               "streamdec.resources", "streamdec.vad", "streamdec.endpoint", "streamdec.segments",
               "streamdec.results", "streamdec.stream", "streamdec.recognizer",
