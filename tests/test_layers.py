@@ -37,7 +37,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "streamdec"
 
 LAYERS = (
     ("core", ("streamdec", "streamdec.errors", "streamdec.validation", "streamdec.home",
-              "streamdec.lru", "streamdec.buffers", "streamdec.pcm", "streamdec.tokens", "streamdec.fbank",
+              "streamdec.lru", "streamdec.buffers", "streamdec.pcm", "streamdec.tokens",
+              "streamdec.fbank",
               "streamdec.features", "streamdec.models", "streamdec.search", "streamdec.lang",
               "streamdec.resources", "streamdec.vad", "streamdec.endpoint", "streamdec.segments",
               "streamdec.results", "streamdec.stream", "streamdec.recognizer",
