@@ -197,13 +197,10 @@ class OnlineFbank:
         n = len(samples)
         if self._hi + n > len(self._store):
             kept = self._hi - self._lo
-            if 2 * (kept + n) <= len(self._store):  # no view of it is handed out: reuse it
-                self._store[:kept] = self._store[self._lo:self._hi]
-            else:
-                store = np.empty(size_class(2 * (kept + n), STORE_MIN_SAMPLES), np.float32)
-                store[:kept] = self._store[self._lo:self._hi]
-                self._store = store
-            self._lo, self._hi = 0, kept
+            store = (self._store if 2 * (kept + n) <= len(self._store)  # no view of it is out
+                     else np.empty(size_class(2 * (kept + n), STORE_MIN_SAMPLES), np.float32))
+            store[:kept] = self._store[self._lo:self._hi]
+            self._store, self._lo, self._hi = store, 0, kept
         self._store[self._hi:self._hi + n] = samples
         self._hi += n
         self.num_frames_ready = self.fbank.num_frames(self._offset + self._hi - self._lo, False)

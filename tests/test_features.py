@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from streamdec import AudioInputError, StreamStateError
+from streamdec.buffers import size_class
 from streamdec.features import (TOGETHER_FRAMES, FeatureConfig, StreamingFeatures, compute_fbank,
                                 compute_ready_together, fbank_options)
 from model_factory import test_audio
-from streamdec.buffers import size_class
 
 
 def test_frames_computed_together_equal_each_stream_alone():
