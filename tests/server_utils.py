@@ -89,6 +89,19 @@ def get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
+def wait_for_logged(server: ServerProcess, before: int, ready, timeout: float = 10.0
+                    ) -> list[dict]:
+    """The connection log lines after the first ``before`` once ``ready(lines)`` holds (a
+    line is written when its connection is closed, shortly after the client leaves)."""
+    deadline = time.monotonic() + timeout * UNIT
+    while True:
+        lines = server.connections_logged()[before:]
+        if ready(lines):
+            return lines
+        assert time.monotonic() < deadline, f"connection lines not there: {lines}"
+        time.sleep(0.02)
+
+
 def wait_for_idle(server: ServerProcess, timeout: float = 10.0) -> dict:
     """/health once no stream and no connection is open (the server frees them shortly
     after a client leaves)."""

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,8 @@ import soundfile as sf
 import websockets
 
 from server_utils import (ServerProcess, UNIT, get, messages_until_closed, run, sherpa_client,
-                          sherpa_text, vosk_client, vosk_text, wait_for_idle)
+                          sherpa_text, vosk_client, vosk_text, wait_for_idle,
+                          wait_for_logged)
 from streamdec import Recognizer, SearchConfig
 from streamdec.textfmt import default_formatter
 from streamdec.transcribe import transcribe_files
@@ -461,12 +461,8 @@ def test_one_log_line_per_connection(server, clips):
         await _bad_client(server.url("/"), [b"\0" * 4002])
 
     run(main())
-    for _ in range(int(100 * UNIT)):  # a line is written when its connection is closed
-        logged = server.connections_logged()
-        if len(logged) >= before + 3:
-            break
-        time.sleep(0.05)
-    assert len(logged) >= before + 3, logged[before:]
+    wait_for_logged(server, before, lambda lines: len(lines) >= 3)
+    logged = server.connections_logged()
     for entry in logged:
         assert {"id", "peer", "protocol", "options", "audio_seconds", "duration",
                 "close_code", "close_reason"} <= set(entry)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import websockets
 
-from server_utils import ServerProcess, UNIT, run, sherpa_client
+from server_utils import ServerProcess, UNIT, run, sherpa_client, wait_for_logged
 from streamdec.server.config import ServerConfig
 from streamdec.server.wsframes import frame_extent
 from test_builtin_transcribe import speak
@@ -186,14 +186,9 @@ def test_whole_frames_in_one_write_and_fragments_give_the_transcript(server, aud
 def logged_after(server, before: int, timeout: float = 10.0, peer: str | None = None) -> dict:
     """The connection log line after the first ``before`` ones (once written); with
     ``peer`` ("host:port"), that client's line (another client's may come first)."""
-    deadline = time.monotonic() + timeout * UNIT
-    while True:
-        lines = server.connections_logged()[before:]
-        mine = [e for e in lines if peer is None or e["peer"] == peer]
-        if mine:
-            return mine[0]
-        assert time.monotonic() < deadline, "no connection line"
-        time.sleep(0.02)
+    def mine(lines):
+        return [e for e in lines if peer is None or e["peer"] == peer]
+    return mine(wait_for_logged(server, before, mine, timeout))[0]
 
 
 def test_audio_is_fed_as_it_arrives_and_gives_what_the_queue_gives(server, audio, reference):
