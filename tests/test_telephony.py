@@ -372,6 +372,8 @@ def test_bad_input_closes_only_that_call_while_a_healthy_call_goes_on(server, va
     for data, kind, reason in SOCKET_BAD:
         assert any(e["kind"] == kind and e["error"] == reason and
                    e["protocol"] == "audiosocket" for e in errors), reason
+    for call_id in ("CA-b64", "CA-track", "fork-odd"):  # the calls that had started
+        assert wait_for_log(server, "call", call_id), call_id  # each ended, and said so
     # the healthy call streamed in real time next to all of them and lost nothing
     assert leg_finals(out, "inbound") == want[0]
     assert leg_finals(out, "outbound") == want[1]
@@ -379,6 +381,27 @@ def test_bad_input_closes_only_that_call_while_a_healthy_call_goes_on(server, va
 
 
 # -- subscribers ---------------------------------------------------------------------------------
+def test_a_call_ended_by_bad_input_ends_for_its_subscribers_with_the_error(server):
+    async def main():
+        got = []
+        async with websockets.connect(server.url("/calls/CA-bad-sub")) as sub:
+            async with websockets.connect(server.url("/twilio")) as ws:
+                await ws.send(start_message("CA-bad-sub"))
+                await ws.send(media_message(payload="@@not-base64@@"))
+                await ws.wait_closed()
+            async for text in sub:
+                got.append(json.loads(text))
+        return got, sub.close_code, ws.close_code
+
+    got, code, call_code = run(asyncio.wait_for(main(), 30 * UNIT))
+    error = "media: payload is not base64 (Only base64 data is allowed)"
+    assert (code, call_code) == (1000, 1007)
+    assert got[0]["type"] == "call_start"
+    assert got[-1] == {"type": "call_end", "call_id": "CA-bad-sub",
+                       "reason": f"bad_audio: {error}", "error": error, "kind": "bad_audio"}
+    assert wait_for_log(server, "call", "CA-bad-sub")[0]["close_code"] == 1007
+
+
 def test_subscribers_joining_before_and_during_a_call_get_every_final(server, vad_rec, call):
     left, right, stereo = call["ulaw", 8000]
     pcm = sf.read(stereo, dtype="int16")[0]

@@ -85,8 +85,9 @@ class CallEnded:
 CallEvent = CallStarted | CallAudio | CallDtmf | CallNote | CallFinalize | CallEnded
 
 
-def call_message(kind: str, call_id: str, **fields: Any) -> dict[str, Any]:
-    """A call's message: ``{"type": kind, "call_id": call_id, **fields}``."""
+def call_message(kind: str, call_id: str, /, **fields: Any) -> dict[str, Any]:
+    """A call's message: ``{"type": kind, "call_id": call_id, **fields}`` (``fields`` may
+    hold a ``kind`` of their own: an error's, in a ``call_end``)."""
     return {"type": kind, "call_id": call_id, **fields}
 
 
