@@ -104,12 +104,20 @@ def serve_workers(app, workers: int) -> int:
         log.info(json.dumps({"event": "worker_started", "worker": index, "pid": p.pid}))
 
     signals: list[int] = []
+    passed: dict[int, int] = {}  # pid -> signals passed on to it
+
+    def pass_on() -> None:
+        """Each live worker gets one SIGTERM per signal received (a worker started while
+        one arrived gets it too)."""
+        for p in list(procs.values()):
+            while p.is_alive() and passed.get(p.pid, 0) < len(signals):
+                passed[p.pid] = passed.get(p.pid, 0) + 1
+                os.kill(p.pid, signal.SIGTERM)
 
     def on_signal(signum, frame) -> None:
         signals.append(signum)
-        for p in procs.values():
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGTERM)
+        pass_on()
+
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     status = 0
@@ -136,6 +144,7 @@ def serve_workers(app, workers: int) -> int:
                 log.warning(json.dumps({"event": "worker_died", "worker": index,
                                         "pid": p.pid, "exitcode": p.exitcode}))
                 start(index)
+                pass_on()  # a signal that came while it started
         log.info(json.dumps({"event": "stopped", "workers": workers}))
         return int(status)
     finally:
