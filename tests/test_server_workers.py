@@ -1,13 +1,16 @@
 """``streamdec serve --workers 2``: two server processes answering on one port
 (SO_REUSEPORT), one /health and one /metrics for the whole server, the connection cap
 counted over both, SIGTERM draining both (streams in progress get their finals), a
-killed worker restarted while the server keeps serving (its clients see 1006), and TLS,
-tokens, a Vosk port and config-file settings in every worker."""
+killed worker restarted while the server keeps serving (its clients see 1006), TLS,
+tokens, a Vosk port and config-file settings in every worker, and a call's subscribers
+on the other worker getting what one process gives them (a call whose worker is killed
+ends for them with ``worker_stopped``)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import re
@@ -17,6 +20,7 @@ import time
 
 import numpy as np
 import pytest
+import soundfile as sf
 import websockets
 
 from server_utils import (UNIT, ServerProcess, get, run, sherpa_client, sherpa_text,
@@ -25,6 +29,8 @@ from streamdec import Recognizer
 from streamdec.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 from test_server_drain import sigterm_mid_stream, stream_on
+from test_telephony import call, finals_of, leg_finals, rec, vad_rec  # noqa: F401 (fixtures)
+from twilio_replay import twilio_messages
 
 SENTENCES = ["please call me back tomorrow morning", "the meeting starts at nine thirty",
              "my account number is four five six", "thank you for calling have a nice day"]
@@ -154,16 +160,8 @@ def test_a_killed_worker_is_restarted_and_the_server_keeps_serving(audios, texts
     try:
         victim = worker_pids(server)[0]
 
-        async def connect_to_worker_0():
-            for _ in range(50):
-                ws = await websockets.connect(server.url("/"))
-                if ws.response.headers["x-streamdec-replica"] == "worker-0":
-                    return ws
-                await ws.close()
-            raise AssertionError("no connection reached worker 0")
-
         async def killed_under_a_client():
-            ws = await connect_to_worker_0()
+            ws = await connect_on(server.url("/"), "worker-0")
             await ws.send(audios[0][:8000].astype("<f4").tobytes())
             os.kill(victim, signal.SIGKILL)
             try:
@@ -188,6 +186,17 @@ def test_a_killed_worker_is_restarted_and_the_server_keeps_serving(audios, texts
         assert wait_for_idle(server)["connections"] == 0
     finally:
         assert server.stop() == 0
+
+
+async def connect_on(url: str, worker: str):
+    """A WebSocket connection that reached ``worker`` (the kernel picks: the others are
+    closed and it tries again)."""
+    for _ in range(100):
+        ws = await websockets.connect(url)
+        if ws.response.headers["x-streamdec-replica"] == worker:
+            return ws
+        await ws.close()
+    raise AssertionError(f"no connection reached {worker}")
 
 
 async def streaming_client(ws, audio: np.ndarray, started: asyncio.Event) -> dict:
@@ -300,3 +309,95 @@ def test_a_worker_that_cannot_start_stops_the_server_with_its_error(tmp_path):
     assert f"streamdec: error: {tmp_path / 'missing'}: model directory not found" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stderr.count('"event": "worker_started"') == 2  # started once, not again
+
+
+# -- calls and their subscribers on different workers ---------------------------------------------
+async def listen(url: str, worker: str, out: list, joined: asyncio.Event) -> int:
+    """A ``/calls/{id}`` subscriber on ``worker``: its messages into ``out``; returns its
+    close code."""
+    ws = await connect_on(url, worker)
+    joined.set()
+    async for text in ws:
+        out.append(json.loads(text))
+    return ws.close_code
+
+
+def not_partial(messages):
+    return [m for m in messages if m["type"] != "result" or m["is_final"]]
+
+
+def test_a_calls_subscribers_on_the_other_worker_get_what_its_own_worker_gives(vad_rec, call):
+    left, right, stereo = call["ulaw", 8000]
+    pcm = sf.read(stereo, dtype="int16")[0]
+    server = start_workers()
+    try:
+        messages = [m for _, m in twilio_messages(pcm, "CA-two", "MZ1")]
+        half = 3 * len(messages) // 4  # past the first final (channel 0's endpoint)
+        url = server.url("/calls/CA-two")
+
+        async def main():
+            early, local, late = [], [], []
+            joined = [asyncio.Event() for _ in range(3)]
+            listeners = [asyncio.ensure_future(listen(url, "worker-1", early, joined[0])),
+                         asyncio.ensure_future(listen(url, "worker-0", local, joined[1]))]
+            await asyncio.gather(*(j.wait() for j in joined[:2]))
+            ws = await connect_on(server.url("/twilio"), "worker-0")
+            for m in messages[:half]:
+                await ws.send(json.dumps(m))
+            while not any(m.get("is_final") and m.get("text") for m in early):
+                await asyncio.sleep(0.05)
+            listeners.append(asyncio.ensure_future(listen(url, "worker-1", late, joined[2])))
+            await joined[2].wait()
+            for m in messages[half:]:
+                await ws.send(json.dumps(m))
+            await ws.wait_closed()
+            return early, local, late, await asyncio.gather(*listeners)
+
+        early, local, late, codes = run(asyncio.wait_for(main(), 120 * UNIT))
+        assert codes == [1000, 1000, 1000]
+        # the subscriber on the other worker: every message the call's own worker gives, in
+        # order (partials included), and each leg's finals those of decoding it alone
+        assert early == local
+        for leg, path in (("inbound", left), ("outbound", right)):
+            assert leg_finals(early, leg) == leg_finals(late, leg) == finals_of(vad_rec, path)
+        assert late[0]["type"] == "call_start" and late[-1]["type"] == "call_end"
+        assert not_partial(early) == not_partial(late)
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_call_whose_worker_is_killed_ends_for_its_subscribers_on_the_other(call):
+    pcm = sf.read(call["ulaw", 8000][2], dtype="int16")[0]
+    server = start_workers()
+    try:
+        messages = [m for _, m in twilio_messages(pcm, "CA-kill", "MZ1")]
+        victim = worker_pids(server)[0]
+
+        async def main():
+            got, joined = [], asyncio.Event()
+            listener = asyncio.ensure_future(
+                listen(server.url("/calls/CA-kill"), "worker-1", got, joined))
+            await joined.wait()
+            ws = await connect_on(server.url("/twilio"), "worker-0")
+            for m in messages[:3 * len(messages) // 4]:  # past the first final
+                await ws.send(json.dumps(m))
+            while not any(m.get("is_final") and m.get("text") for m in got):
+                await asyncio.sleep(0.05)
+            os.kill(victim, signal.SIGKILL)
+            code = await listener
+            with contextlib.suppress(websockets.ConnectionClosed):
+                await ws.recv()
+            return got, code, ws.close_code
+
+        got, code, call_code = run(asyncio.wait_for(main(), 120 * UNIT))
+        assert call_code == 1006  # the call's own socket died with its worker
+        assert code == 1000
+        assert got[0]["type"] == "call_start"
+        assert got[-1] == {"type": "call_end", "call_id": "CA-kill", "reason": "worker stopped",
+                           "error": "the worker process holding this call stopped",
+                           "kind": "worker_stopped"}
+        assert any(m.get("is_final") and m.get("text") for m in got)
+    finally:
+        # SIGTERM while worker 0 is started again: it too gets the signal (it once missed
+        # it and the server ran on); 1 when it got it before it could drain
+        assert server.stop() in (0, 1), "".join(server.log)

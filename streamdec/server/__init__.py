@@ -25,6 +25,7 @@ module              what
 ``run``             uvicorn listeners, signals and graceful drain
 ``workers``         ``serve --workers N``: processes on one port, their supervisor
 ``share``           ``ServerShare``: what the workers count together (shared memory)
+``call_relay``      the workers' call hubs linked (Unix sockets): one server's calls
 ==================  ==============================================================
 
 Nothing here loads a model at import time: build a ``Recognizer``, then

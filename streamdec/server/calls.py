@@ -381,13 +381,16 @@ async def _run_session(context, session: CallSession) -> None:
 
 
 def call_routes(context) -> list[WebSocketRoute]:
-    """The WebSocket routes of calls: ``/twilio``, ``/audiofork``, ``/calls/{call_id}``."""
+    """The WebSocket routes of calls: ``/twilio``, ``/audiofork``, ``/calls/{call_id}``
+    (each accepted socket names its worker in ``X-Streamdec-Replica``, as the others do)."""
+    headers = ([(b"x-streamdec-replica", context.replica.encode())]
+               if context.replica else None)
 
     async def twilio(websocket: WebSocket) -> None:
         refusal = context.twilio_refusal(websocket)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
-        await websocket.accept()
+        await websocket.accept(headers=headers)
         machine = TwilioProtocol()
         session = CallSession(context, "twilio", WebSocketTransport(websocket),
                               machine.receive, lambda: [CallEnded("disconnected")])
@@ -406,7 +409,7 @@ def call_routes(context) -> list[WebSocketRoute]:
             return await _refuse(context, websocket, 400, str(e))
         asked = websocket.scope.get("subprotocols") or []
         chosen = next((p for p in asked if p in AUDIOFORK_SUBPROTOCOLS), None)
-        await websocket.accept(subprotocol=chosen)
+        await websocket.accept(subprotocol=chosen, headers=headers)
         session = CallSession(context, "audiofork", WebSocketTransport(websocket),
                               machine.receive, lambda: [CallEnded("disconnected")],
                               replies=True)
@@ -416,8 +419,13 @@ def call_routes(context) -> list[WebSocketRoute]:
         refusal = context.refusal(websocket.headers, websocket.query_params)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
-        await websocket.accept()
-        await _run_subscriber(context, websocket, websocket.path_params["call_id"])
+        sub = context.calls.subscribe(websocket.path_params["call_id"])
+        try:  # every worker knows of it before its client sees the socket open
+            await context.calls.in_step(sub)
+            await websocket.accept(headers=headers)
+            await _run_subscriber(context, websocket, sub)
+        finally:
+            context.calls.unsubscribe(sub)
 
     return [WebSocketRoute("/twilio", twilio), WebSocketRoute("/audiofork", audiofork),
             WebSocketRoute("/calls/{call_id}", subscriber)]
@@ -435,9 +443,8 @@ class _SubscriberConnection:
             self.sub.finish()
 
 
-async def _run_subscriber(context, websocket: WebSocket, call_id: str) -> None:
+async def _run_subscriber(context, websocket: WebSocket, sub) -> None:
     hub = context.calls
-    sub = hub.subscribe(call_id)
     connection = _SubscriberConnection(hub, sub)
     context.admit("calls", connection)
     transport = WebSocketTransport(websocket)
@@ -461,7 +468,6 @@ async def _run_subscriber(context, websocket: WebSocket, call_id: str) -> None:
                 return
     finally:
         reading.cancel()
-        hub.unsubscribe(sub)
         context.release("calls", connection)
 
 

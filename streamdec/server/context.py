@@ -27,6 +27,7 @@ from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
 from ..recognizer import Recognizer
 from .access import Access, Refusal, TwilioAuth, read_secret, read_tokens
+from .call_relay import CallRelay
 from .config import ServerConfig
 from .connection import Connection
 from .metrics import Metrics
@@ -62,6 +63,7 @@ class ServerContext:
         self._idle.set()
         self._started_engine = False
         self._watch: asyncio.Task | None = None
+        self._relay: CallRelay | None = None
 
     @classmethod
     def create(cls, recognizer: Recognizer, config: ServerConfig | None = None,
@@ -112,14 +114,26 @@ class ServerContext:
                              "max_batch": config.max_batch,
                              "seconds": round(time.perf_counter() - began, 3)}))
 
+    async def link_calls(self) -> None:
+        """One worker of several: link this worker's call hub to the other workers' (the
+        subscribers of a call on any worker get its messages: ``call_relay``)."""
+        if self.share is not None and self.share.calls_dir and self._relay is None:
+            self._relay = CallRelay(self.calls, self.share.calls_dir, self.share.worker,
+                                    self.share.workers)
+            await self._relay.start()
+            self.calls.links = self._relay
+
     async def stop(self) -> None:
-        """Stop the engine if this context started it."""
+        """Stop the engine if this context started it; close the call hub's links."""
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
         if self._started_engine:
             self._started_engine = False
             await self.engine.stop()
+        if self._relay is not None:
+            await self._relay.close()
+            self._relay = None
         await self.calls.close()
 
     async def _watch_loop(self) -> None:

@@ -134,6 +134,7 @@ async def serve(context: ServerContext, reuse_port: bool = False,
         raise ConfigError(f"cannot start the server: {e}") from None
     context.start()
     await context.warm_up()
+    await context.link_calls()
     tasks = [asyncio.ensure_future(listener.serve(sockets=[sock]))
              for listener, sock in zip(listeners, sockets)]
     await asyncio.wait([asyncio.ensure_future(started.wait()), *tasks],

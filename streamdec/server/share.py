@@ -1,8 +1,9 @@
 """``ServerShare``: what the worker processes of one server (``workers.py``) count
 together, in shared memory: the connections every worker admitted (the server-wide
 ``max_connections``), the open connections and engine streams per worker (``/health``,
-``/metrics``), and which workers listen. The supervisor makes it; each worker sets its
-``worker`` index and passes it to its ``ServerContext``.
+``/metrics``), and which workers listen; and ``calls_dir``, where the workers' call hubs
+link up (``call_relay``). The supervisor makes it; each worker sets its ``worker`` index
+and passes it to its ``ServerContext``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ class ServerShare:
     """Counts the workers of one server share (in shared memory; see the module notes).
     ``worker``: the index of the process using it (set in each worker)."""
 
-    def __init__(self, mp_context, workers: int) -> None:
+    def __init__(self, mp_context, workers: int, calls_dir: str | None = None) -> None:
         self.workers = workers
         self.worker = -1
+        self.calls_dir = calls_dir  # the call hubs' sockets (call_relay); None: not linked
         self._connections = mp_context.Value("i", 0)
         self._open = mp_context.Array("i", workers)  # connections per worker
         self._streams = mp_context.Array("i", workers)  # engine streams per worker

@@ -20,9 +20,13 @@ What is shared (``share.ServerShare``, in shared memory):
 
 Per worker: the engine's settings (``max_batch``, decode threads, ``max_pending_seconds``:
 each worker decodes its own streams), the per-connection limits (message size, stream
-length, idle timeout, as without workers), and the calls of the telephony routes: a
-``/calls/{call_id}`` subscriber reaches a call only on the worker that holds it (the
-webhook, posted by each worker, sees every call).
+length, idle timeout, as without workers) and the calls of the telephony routes, each
+decoded by the worker its connection reached. Their subscribers are served as by one
+process: a ``/calls/{call_id}`` subscriber on any worker gets the call's messages from
+whichever workers hold it (``call_relay``: the call hubs linked by Unix sockets in a
+temporary folder the supervisor makes); a call whose worker dies ends for its
+subscribers with a ``call_end`` of kind ``worker_stopped``. The webhook gets each final
+once, from the worker that decoded it.
 
 Lifecycle: SIGTERM or SIGINT to the supervisor is passed to every worker, which drains as
 a single server does (its streams get their last results, then it exits); the supervisor
@@ -93,7 +97,8 @@ def serve_workers(app, workers: int) -> int:
     server = dataclasses.replace(server, port=port, vosk_port=vosk, audiosocket_port=audiosocket)
     app = dataclasses.replace(app, server=server)
     mp = multiprocessing.get_context("spawn")
-    share = ServerShare(mp, workers)
+    calls_dir = tempfile.mkdtemp(prefix="streamdec-calls-")
+    share = ServerShare(mp, workers, calls_dir)
     procs: dict[int, multiprocessing.Process] = {}
 
     def start(index: int) -> None:
@@ -117,7 +122,6 @@ def serve_workers(app, workers: int) -> int:
     def on_signal(signum, frame) -> None:
         signals.append(signum)
         pass_on()
-
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     status = 0
@@ -153,6 +157,7 @@ def serve_workers(app, workers: int) -> int:
         for sock in held:
             if sock is not None:
                 sock.close()
+        shutil.rmtree(calls_dir, ignore_errors=True)
         if made_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
             os.environ.pop(MULTIPROC_ENV, None)
