@@ -371,6 +371,44 @@ def test_a_link_that_says_it_is_no_worker_above_is_refused(tmp_path, caplog):
     assert sum("call_link_refused" in r.message for r in caplog.records) == 3
 
 
+def test_a_worker_that_does_not_read_is_cut_off_and_the_call_goes_on(tmp_path, caplog,
+                                                                     monkeypatch):
+    from streamdec.server import call_relay
+
+    monkeypatch.setattr(call_relay, "MAX_BUFFER_BYTES", 64 << 10)
+
+    async def main():
+        hub = CallHub(ServerConfig())
+        relay = CallRelay(hub, str(tmp_path), 0, 2)
+        hub.links = relay
+        await relay.start()
+        local = hub.subscribe("c")
+        # worker 1 links, wants the call, then reads nothing more
+        reader, writer = await asyncio.open_unix_connection(str(tmp_path / "worker-0.sock"))
+        writer.write(b'{"hello": 1}\n{"want": "c", "request": 1}\n')
+        await until(lambda: relay.peers == [1])
+        await asyncio.sleep(0.05)
+        hub.begin("c", start("c"))
+        text = "x" * 10_000
+        for n in range(500):  # 5 MB: far more than the socket and the limit hold
+            hub.publish("c", result("c", text))
+            if not relay.peers:
+                break
+            await asyncio.sleep(0)
+        assert relay.peers == []  # cut off
+        hub.end("c", end("c"))
+        got = local.take()
+        writer.close()
+        await relay.close()
+        return got, n
+
+    with caplog.at_level(logging.INFO, logger="streamdec.server"):
+        got, sent = asyncio.run(asyncio.wait_for(main(), 30))
+    assert sent < 499
+    assert len(got) == sent + 3 and got[-1]["type"] == "call_end"  # the local one has all
+    assert any("call_link_cut" in r.message for r in caplog.records)
+
+
 @pytest.mark.parametrize("size", [1, 3])
 def test_a_hub_alone_behaves_as_before(size):
     """One worker (no links): the single-process hub, unchanged."""

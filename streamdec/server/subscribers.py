@@ -196,7 +196,7 @@ class CallHub:
         call = self._calls.get(call_id)
         if call is not None:
             self._deliver(call, LOCAL, message)
-        for worker in self._wanted.get(call_id, ()):
+        for worker in list(self._wanted.get(call_id, ())):  # a send may cut a link
             self.links.send(worker, {"event": kind, "call": call_id, "message": message})
         if (self.webhook is not None and message.get("type") == "result"
                 and message.get("is_final") and message.get("text")):
