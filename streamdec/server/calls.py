@@ -419,13 +419,7 @@ def call_routes(context) -> list[WebSocketRoute]:
         refusal = context.refusal(websocket.headers, websocket.query_params)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
-        sub = context.calls.subscribe(websocket.path_params["call_id"])
-        try:  # every worker knows of it before its client sees the socket open
-            await context.calls.in_step(sub)
-            await websocket.accept(headers=headers)
-            await _run_subscriber(context, websocket, sub)
-        finally:
-            context.calls.unsubscribe(sub)
+        await _run_subscriber(context, websocket, websocket.path_params["call_id"], headers)
 
     return [WebSocketRoute("/twilio", twilio), WebSocketRoute("/audiofork", audiofork),
             WebSocketRoute("/calls/{call_id}", subscriber)]
@@ -443,13 +437,19 @@ class _SubscriberConnection:
             self.sub.finish()
 
 
-async def _run_subscriber(context, websocket: WebSocket, sub) -> None:
+async def _run_subscriber(context, websocket: WebSocket, call_id: str, headers) -> None:
+    """One subscriber, admitted (it counts against ``max_connections``) from before its
+    handshake's answer: the socket opens once every worker knows of it (``in_step``)."""
     hub = context.calls
+    sub = hub.subscribe(call_id)
     connection = _SubscriberConnection(hub, sub)
     context.admit("calls", connection)
-    transport = WebSocketTransport(websocket)
-    reading = asyncio.ensure_future(transport.receive())  # ends when the subscriber leaves
+    reading = None
     try:
+        await hub.in_step(sub)
+        await websocket.accept(headers=headers)
+        transport = WebSocketTransport(websocket)
+        reading = asyncio.ensure_future(transport.receive())  # ends when it leaves
         while True:
             waiting = asyncio.ensure_future(sub.wait())
             await asyncio.wait({waiting, reading}, return_when=asyncio.FIRST_COMPLETED)
@@ -467,7 +467,9 @@ async def _run_subscriber(context, websocket: WebSocket, sub) -> None:
                 await transport.close(1000, "call ended")
                 return
     finally:
-        reading.cancel()
+        if reading is not None:
+            reading.cancel()
+        hub.unsubscribe(sub)
         context.release("calls", connection)
 
 
