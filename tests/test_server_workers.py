@@ -401,3 +401,22 @@ def test_a_call_whose_worker_is_killed_ends_for_its_subscribers_on_the_other(cal
         # SIGTERM while worker 0 is started again: it too gets the signal (it once missed
         # it and the server ran on); 1 when it got it before it could drain
         assert server.stop() in (0, 1), "".join(server.log)
+
+
+def test_workers_whose_call_links_cannot_be_made_stop_the_server_saying_why(tmp_path):
+    """A temporary folder whose path is too long for a Unix socket (TMPDIR): the workers
+    cannot link their calls; the server exits 2 with that error, not a traceback."""
+    import subprocess
+    import sys
+
+    from server_utils import REPO
+
+    long = tmp_path / ("d" * 110)
+    long.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "streamdec", "serve", "--port", "0",
+                           "--workers", "2"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60 * UNIT, env={**os.environ, "TMPDIR": str(long)})
+    assert proc.returncode == 2, proc.stderr
+    assert "streamdec: error: cannot link the workers' calls in " in proc.stderr
+    assert "AF_UNIX path too long" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -118,10 +118,16 @@ class ServerContext:
         """One worker of several: link this worker's call hub to the other workers' (the
         subscribers of a call on any worker get its messages: ``call_relay``)."""
         if self.share is not None and self.share.calls_dir and self._relay is None:
-            self._relay = CallRelay(self.calls, self.share.calls_dir, self.share.worker,
-                                    self.share.workers)
-            await self._relay.start()
-            self.calls.links = self._relay
+            relay = CallRelay(self.calls, self.share.calls_dir, self.share.worker,
+                              self.share.workers)
+            try:
+                await relay.start()
+            except OSError as e:  # e.g. a TMPDIR too long for a Unix socket's path
+                await relay.close()
+                raise ConfigError(f"cannot link the workers' calls in "
+                                  f"{self.share.calls_dir}: {e}") from None
+            self._relay = relay
+            self.calls.links = relay
 
     async def stop(self) -> None:
         """Stop the engine if this context started it; close the call hub's links."""
