@@ -18,8 +18,8 @@ from streamdec.pcm import MULAW_TABLE, decode_pcm
 from streamdec.server.audiofork import AudioForkProtocol, reply
 from streamdec.server.audiosocket import AUDIO_RATES, AudioSocketProtocol, frame
 from streamdec.endpoint import EndpointConfig
-from streamdec.server.call_events import (CallAudio, CallDtmf, CallEnded, CallFinalize,
-                                          CallNote, CallStarted)
+from streamdec.server.call_events import (CallAudio, CallDtmf, CallEnded, CallFailed,
+                                          CallFinalize, CallNote, CallStarted)
 from streamdec.server.call_settings import SettingsLayer, call_settings
 from streamdec.server.endpointing import EndpointLimits
 from streamdec.server.config import ServerConfig
@@ -233,9 +233,16 @@ def test_audiosocket_eof_ends_the_call_and_error_frames_name_the_code():
     (frame(0x01, CALL.bytes) + frame(0x03, b"x"), "bad_message", "DTMF frame"),
 ])
 def test_audiosocket_bad_frames(data, kind, text):
-    with pytest.raises(ClientError) as e:
-        AudioSocketProtocol().receive_data(data)
-    assert e.value.kind == kind and text in str(e.value)
+    """A bad frame ends the call after the events of the frames before it (the same read:
+    nothing that came before is lost); nothing after it counts."""
+    a = AudioSocketProtocol()
+    events = a.receive_data(data + frame(0x10, b"\x00\x00"))
+    *before, failed = events
+    assert isinstance(failed, CallFailed)
+    assert failed.error.kind == kind and text in str(failed.error)
+    assert [type(e) for e in before] == [CallStarted] * data.startswith(frame(0x01, CALL.bytes)) \
+        + [CallAudio] * ("after 8000" in text)
+    assert a.receive_data(frame(0x10, b"\x00\x00")) == [] and a.receive_eof() == []
 
 
 @pytest.mark.parametrize("tail, need, got", [

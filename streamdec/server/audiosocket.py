@@ -22,7 +22,9 @@ type       payload
 A call is one leg, tagged ``"0"`` (the channel's audio). The protocol carries nothing but
 the UUID, audio, DTMF, hangup and errors: a call cannot set its endpoint rules or text
 format (the server's apply) nor end an utterance early. ``receive_data`` takes bytes as
-they arrive (any split); ``receive_eof`` the end of the connection.
+they arrive (any split); ``receive_eof`` the end of the connection. A bad frame ends the
+call: the events of the frames before it come first, then ``CallFailed`` with the error,
+and nothing after it counts.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import uuid
 
 from ..errors import AudioInputError, ClientError
 from ..pcm import decode_pcm
-from .call_events import DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent, CallStarted
+from .call_events import (DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent,
+                          CallFailed, CallStarted)
 
 __all__ = ["AudioSocketProtocol", "KIND_HANGUP", "KIND_UUID", "KIND_DTMF", "KIND_ERROR",
            "AUDIO_RATES", "frame", "LEG"]
@@ -68,7 +71,11 @@ class AudioSocketProtocol:
             kind = self._buffer[0]
             payload = bytes(self._buffer[HEADER:HEADER + length])
             del self._buffer[:HEADER + length]
-            events.extend(self._frame(kind, payload))
+            try:
+                events.extend(self._frame(kind, payload))
+            except ClientError as e:  # the frames before it stand
+                self.ended = True
+                events.append(CallFailed(e))
         if self.ended:
             self._buffer.clear()  # nothing after a hangup or error frame counts
         return events

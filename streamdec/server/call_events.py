@@ -3,7 +3,9 @@ call, and the JSON a call's results are written in. Pure: no I/O.
 
 Each protocol is a state machine without I/O: it takes the platform's messages (or bytes)
 and returns these events, in order; it raises ``ClientError`` (a kind with its close code)
-for bad input, and the call it belongs to ends with that error alone.
+for bad input, and the call it belongs to ends with that error alone. A protocol that takes
+several frames at once (AudioSocket's bytes) returns the events of the frames before a bad
+one, then ``CallFailed`` with the error: nothing that came before it is lost.
 
 ==================  ==========================================================================
 event               meaning
@@ -20,6 +22,7 @@ event               meaning
                     text frame ``Finalize``): their finals follow at once
 ``CallEnded``       the platform ended the call (``stop``, hangup): each leg's last results
                     follow
+``CallFailed``      bad input after the events before it: the call ends with ``error``
 ==================  ==========================================================================
 
 A call's messages (``call_message``, ``result_message``): every one is a JSON object with
@@ -34,11 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ClientError
 from ..results import Result
 from .call_settings import SettingsLayer
 
 __all__ = ["CallStarted", "CallAudio", "CallDtmf", "CallNote", "CallEnded", "CallFinalize",
-           "CallEvent",
+           "CallFailed", "CallEvent",
            "result_message", "call_message", "DTMF_DIGITS"]
 
 #: the keys of a telephone keypad (RFC 4733 events 0-15)
@@ -82,7 +86,13 @@ class CallEnded:
     reason: str
 
 
-CallEvent = CallStarted | CallAudio | CallDtmf | CallNote | CallFinalize | CallEnded
+@dataclass(frozen=True)
+class CallFailed:
+    error: ClientError
+
+
+CallEvent = (CallStarted | CallAudio | CallDtmf | CallNote | CallFinalize | CallEnded
+             | CallFailed)
 
 
 def call_message(kind: str, call_id: str, /, **fields: Any) -> dict[str, Any]:

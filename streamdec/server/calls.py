@@ -42,8 +42,9 @@ from ..engine import Engine, LiveStream
 from ..errors import AudioInputError, ClientError, DecodeError
 from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
-from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFinalize, CallNote,
-                          CallStarted, call_message, result_message)
+from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFailed,
+                          CallFinalize, CallNote, CallStarted, call_message,
+                          result_message)
 from .call_settings import call_settings
 from .config import ServerConfig
 from .display import display_fields, formatted
@@ -277,6 +278,8 @@ class CallSession:
             hub.publish(self.call_id, call_message(event.kind, self.call_id, data=event.data))
         elif isinstance(event, CallEnded):
             self.end_reason = event.reason
+        elif isinstance(event, CallFailed):
+            raise event.error
 
     def _start(self, event: CallStarted) -> None:
         engine = self.context.engine
