@@ -75,7 +75,9 @@ def reserve(host: str, port: int | None) -> socket.socket | None:
 
 def serve_workers(app, workers: int) -> int:
     """Run ``workers`` server processes over ``app`` (an ``AppConfig``) until a signal;
-    returns the exit status (0 when every worker drained and exited cleanly)."""
+    returns the exit status: 0 when every worker drained and exited cleanly (or, still
+    starting, was ended by the signal itself); 1 when one died otherwise meanwhile (each
+    such exit is logged as ``worker_exited``)."""
     server = app.server
     held: list[socket.socket | None] = []  # (ConfigError when a port is taken)
     try:
@@ -136,8 +138,12 @@ def serve_workers(app, workers: int) -> int:
                 p.join()
                 del procs[index]
                 _forget(share, index, p.pid)
-                if signals:  # stopping: a drained worker exits 0
-                    status = status or (p.exitcode != 0)
+                if signals:  # stopping: a drained worker exits 0, one still starting (its
+                    # handlers not installed yet) ends by the SIGTERM itself: both as asked
+                    status = status or (p.exitcode not in (0, -signal.SIGTERM))
+                    if p.exitcode != 0:
+                        log.warning(json.dumps({"event": "worker_exited", "worker": index,
+                                                "pid": p.pid, "exitcode": p.exitcode}))
                     continue
                 if not share.ready(index):  # it never listened: bad config, files, ports
                     log.error("worker %d exited with status %s before listening: stopping",
