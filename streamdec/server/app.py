@@ -85,9 +85,6 @@ def _admission(context: ServerContext, headers, query_params, default_rate: int,
 
 def _websocket_route(context: ServerContext, protocol: str, session: Session,
                      default_rate: Callable[[], int], encoding: str):
-    accept_headers = ([(b"x-streamdec-replica", context.replica.encode())]
-                      if context.replica else None)
-
     async def endpoint(websocket: WebSocket) -> None:
         options = _admission(context, websocket.headers, websocket.query_params,
                              default_rate(), encoding)
@@ -108,7 +105,7 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             return
         context.admit(protocol, connection)
         try:
-            await websocket.accept(headers=accept_headers)
+            await websocket.accept(headers=context.accept_headers)
             connection.start()
             await connection.serve(session(options))
         except Disconnected:

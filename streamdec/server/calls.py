@@ -386,14 +386,12 @@ async def _run_session(context, session: CallSession) -> None:
 def call_routes(context) -> list[WebSocketRoute]:
     """The WebSocket routes of calls: ``/twilio``, ``/audiofork``, ``/calls/{call_id}``
     (each accepted socket names its worker in ``X-Streamdec-Replica``, as the others do)."""
-    headers = ([(b"x-streamdec-replica", context.replica.encode())]
-               if context.replica else None)
 
     async def twilio(websocket: WebSocket) -> None:
         refusal = context.twilio_refusal(websocket)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
-        await websocket.accept(headers=headers)
+        await websocket.accept(headers=context.accept_headers)
         machine = TwilioProtocol()
         session = CallSession(context, "twilio", WebSocketTransport(websocket),
                               machine.receive, lambda: [CallEnded("disconnected")])
@@ -412,7 +410,7 @@ def call_routes(context) -> list[WebSocketRoute]:
             return await _refuse(context, websocket, 400, str(e))
         asked = websocket.scope.get("subprotocols") or []
         chosen = next((p for p in asked if p in AUDIOFORK_SUBPROTOCOLS), None)
-        await websocket.accept(subprotocol=chosen, headers=headers)
+        await websocket.accept(subprotocol=chosen, headers=context.accept_headers)
         session = CallSession(context, "audiofork", WebSocketTransport(websocket),
                               machine.receive, lambda: [CallEnded("disconnected")],
                               replies=True)
@@ -422,7 +420,7 @@ def call_routes(context) -> list[WebSocketRoute]:
         refusal = context.refusal(websocket.headers, websocket.query_params)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
-        await _run_subscriber(context, websocket, websocket.path_params["call_id"], headers)
+        await _run_subscriber(context, websocket, websocket.path_params["call_id"])
 
     return [WebSocketRoute("/twilio", twilio), WebSocketRoute("/audiofork", audiofork),
             WebSocketRoute("/calls/{call_id}", subscriber)]
@@ -440,7 +438,7 @@ class _SubscriberConnection:
             self.sub.finish()
 
 
-async def _run_subscriber(context, websocket: WebSocket, call_id: str, headers) -> None:
+async def _run_subscriber(context, websocket: WebSocket, call_id: str) -> None:
     """One subscriber, admitted (it counts against ``max_connections``) from before its
     handshake's answer: the socket opens once every worker knows of it (``in_step``)."""
     hub = context.calls
@@ -450,7 +448,7 @@ async def _run_subscriber(context, websocket: WebSocket, call_id: str, headers) 
     reading = None
     try:
         await hub.in_step(sub)
-        await websocket.accept(headers=headers)
+        await websocket.accept(headers=context.accept_headers)
         transport = WebSocketTransport(websocket)
         reading = asyncio.ensure_future(transport.receive())  # ends when it leaves
         while True:

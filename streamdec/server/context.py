@@ -52,6 +52,9 @@ class ServerContext:
                  share: "ServerShare | None" = None) -> None:
         self.engine = engine
         self.replica = replica
+        # what every accepted WebSocket answers with: the replica's name, when it has one
+        self.accept_headers = ([(b"x-streamdec-replica", replica.encode())]
+                               if replica else None)
         self.share = share  # one worker of several (``server.workers``): what they share
         self.config = config
         self.audio = audio
