@@ -196,8 +196,10 @@ class CallHub:
         call = self._calls.get(call_id)
         if call is not None:
             self._deliver(call, LOCAL, message)
-        for worker in list(self._wanted.get(call_id, ())):  # a send may cut a link
-            self.links.send(worker, {"event": kind, "call": call_id, "message": message})
+        wanted = self._wanted.get(call_id)
+        if wanted:  # (a copy: a send may cut a link)
+            for worker in list(wanted):
+                self.links.send(worker, {"event": kind, "call": call_id, "message": message})
         if (self.webhook is not None and message.get("type") == "result"
                 and message.get("is_final") and message.get("text")):
             self.webhook.submit(message)
@@ -299,9 +301,8 @@ class CallHub:
     def unlinked(self, worker: int) -> None:
         """The link to ``worker`` closed: it wants nothing; its sessions of our calls are
         over (``worker_stopped``), and what it sent no longer counts."""
-        for wanted in self._wanted.values():
-            wanted.discard(worker)
-        self._wanted = {k: v for k, v in self._wanted.items() if v}
+        for call_id in list(self._wanted):
+            self._unwant(call_id, worker)
         self._answered.set()
         for call_id, call in list(self._calls.items()):
             call.pending.pop(worker, None)
@@ -312,8 +313,8 @@ class CallHub:
     def received(self, worker: int, message: dict) -> None:
         """A message from ``worker``'s hub (``links``); a malformed one raises
         ValueError (the link is then closed)."""
-        call_id = message.get("want", message.get("unwant", message.get(
-            "state", message.get("call"))))
+        call_id = next((message[k] for k in ("want", "unwant", "state", "call")
+                        if k in message), None)
         if not isinstance(call_id, str):
             raise ValueError(f"not a call relay message: {str(message)[:200]}")
         if "want" in message:  # its subscribers want this call: our part of it, then live
@@ -324,11 +325,7 @@ class CallHub:
                 "sessions": call.sessions if call else 0,
                 "backlog": [m for o, m in call.backlog if o == LOCAL] if call else []})
         elif "unwant" in message:
-            wanted = self._wanted.get(call_id)
-            if wanted is not None:
-                wanted.discard(worker)
-                if not wanted:
-                    del self._wanted[call_id]
+            self._unwant(call_id, worker)
         elif "state" in message:
             call = self._calls.get(call_id)
             if call is None or call.pending.get(worker) != message["request"]:
@@ -340,6 +337,13 @@ class CallHub:
                 self._deliver(call, worker, m)
         else:
             self._remote_event(worker, message["event"], call_id, message["message"])
+
+    def _unwant(self, call_id: str, worker: int) -> None:
+        wanted = self._wanted.get(call_id)
+        if wanted is not None:
+            wanted.discard(worker)
+            if not wanted:
+                del self._wanted[call_id]
 
     def _remote_event(self, worker: int, kind: str, call_id: str, message: dict) -> None:
         call = self._calls.get(call_id)
