@@ -21,6 +21,7 @@ import pytest
 from streamdec.server.call_relay import CallRelay
 from streamdec.server.config import ServerConfig
 from streamdec.server.subscribers import IN_STEP_SECONDS, CallHub, worker_stopped
+from test_telephony_protocols import result
 
 
 class Wire:
@@ -98,10 +99,6 @@ def start(call_id):
 
 def end(call_id):
     return {"type": "call_end", "call_id": call_id, "reason": "stop"}
-
-
-def result(call_id, text, final=True):
-    return {"type": "result", "call_id": call_id, "text": text, "is_final": final}
 
 
 def seen(sub):

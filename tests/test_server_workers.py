@@ -29,7 +29,8 @@ from streamdec import Recognizer
 from streamdec.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 from test_server_drain import sigterm_mid_stream, stream_on
-from test_telephony import call, finals_of, leg_finals, rec, vad_rec  # noqa: F401 (fixtures)
+from test_telephony import (call, finals_of, leg_finals, not_partial, rec,  # noqa: F401
+                            vad_rec)  # (call, rec, vad_rec: fixtures)
 from twilio_replay import twilio_messages
 
 SENTENCES = ["please call me back tomorrow morning", "the meeting starts at nine thirty",
@@ -320,10 +321,6 @@ async def listen(url: str, worker: str, out: list, joined: asyncio.Event) -> int
     async for text in ws:
         out.append(json.loads(text))
     return ws.close_code
-
-
-def not_partial(messages):
-    return [m for m in messages if m["type"] != "result" or m["is_final"]]
 
 
 def test_a_calls_subscribers_on_the_other_worker_get_what_its_own_worker_gives(vad_rec, call):

@@ -109,6 +109,11 @@ def leg_finals(messages, leg):
             for m in messages if m["type"] == "result" and m["leg"] == leg and m["is_final"]]
 
 
+def not_partial(messages):
+    """A call's messages without the partial results (what its backlog keeps)."""
+    return [m for m in messages if m["type"] != "result" or m["is_final"]]
+
+
 def texts(key):
     """The texts of finals (as ``leg_finals`` / ``finals_of`` give them) that have any."""
     return ["".join(k[1]) for k in key if k[1]]
@@ -441,9 +446,6 @@ def test_subscribers_joining_before_and_during_a_call_get_every_final(server, va
         assert leg_finals(early, leg) == leg_finals(late, leg) == finals_of(vad_rec, path)
     assert late[0]["type"] == "call_start" and late[-1]["type"] == "call_end"
     # the late one got the call's start and finals so far, then everything live
-    def not_partial(messages):
-        return [m for m in messages if m["type"] != "result" or m["is_final"]]
-
     assert not_partial(early) == not_partial(late)
 
 
