@@ -417,3 +417,21 @@ def test_a_hub_alone_behaves_as_before(size):
     hub.end("c", end("c"))
     wire.deliver()
     assert seen(sub) == ["call_start", "HELLO", "call_end"] and sub.ended
+
+
+def test_a_server_without_workers_links_no_calls():
+    """One process, or a Ray replica (its context is made as here: a replica name, no
+    ``ServerShare``): its hub has no other workers to wait for or send to (README: replicas
+    do not link their calls)."""
+    from streamdec import Recognizer
+    from streamdec.server.context import ServerContext
+
+    context = ServerContext.create(Recognizer(), ServerConfig(), replica="replica-1")
+
+    async def main():
+        await context.link_calls()
+        sub = context.calls.subscribe("c")
+        return list(context.calls.links.others), await context.calls.in_step(sub, timeout=0)
+
+    assert asyncio.run(main()) == ([], True)
+    assert context.accept_headers == [(b"x-streamdec-replica", b"replica-1")]

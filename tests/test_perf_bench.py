@@ -141,3 +141,12 @@ def test_load_clients_start_over_a_message_or_evenly_over_a_model_chunk():
     chunk = [client_offset("chunk", n, 100, 0.1, 0.32) for n in range(100)]
     assert chunk == pytest.approx([n * 0.0032 for n in range(100)], abs=1e-12)
     assert len(set(chunk)) == 100 and max(chunk) < 0.32
+
+
+def test_call_relay_bench_smoke(tmp_path):
+    out = tmp_path / "call-relay.json"
+    report = run_bench("call_relay.py", out, "--messages", "200", "--runs", "2")
+    assert report["setup"]["messages"] == 200 and report["setup"]["runs"] == 2
+    assert set(report["us_per_message"]) == {"local", "forwarded", "unwatched"}
+    assert all(v["median"] > 0 for v in report["us_per_message"].values())
+    assert report["forwarded_over_local"] > 0
