@@ -312,9 +312,13 @@ def test_relays_link_every_pair_carry_a_call_and_link_again_after_a_worker_resta
         relays = [CallRelay(h, str(tmp_path), n, 3) for n, h in enumerate(hubs)]
         for hub, relay in zip(hubs, relays):
             hub.links = relay
+        assert relays[1].state() == {"linked": [], "unlinked": [0, 2]}  # what /health shows
         for relay in reversed(relays):  # the upper ones first: they wait for the lower ones
             await relay.start()
         await until(lambda: all(len(r.peers) == 2 for r in relays))
+        assert [r.state() for r in relays] == [{"linked": [1, 2], "unlinked": []},
+                                               {"linked": [0, 2], "unlinked": []},
+                                               {"linked": [0, 1], "unlinked": []}]
         hubs[0].begin("c", start("c"))
         sub = hubs[2].subscribe("c")
         await until(lambda: len(sub.messages) == 1)  # worker 0 answered: it knows
@@ -324,6 +328,8 @@ def test_relays_link_every_pair_carry_a_call_and_link_again_after_a_worker_resta
         waiting = hubs[2].subscribe("d")
         await relays[0].close()  # worker 0 stops mid-call
         await until(lambda: sub.ended)
+        await until(lambda: relays[1].state() == {"linked": [2], "unlinked": [0]})
+        assert relays[2].state() == {"linked": [1], "unlinked": [0]}
         assert [m.get("text", m["type"]) for m in sub.take()][-1] == "call_end"
         assert not waiting.ended
         hubs[0] = CallHub(ServerConfig())  # it comes back
@@ -393,6 +399,7 @@ def test_a_worker_that_does_not_read_is_cut_off_and_the_call_goes_on(tmp_path, c
                 break
             await asyncio.sleep(0)
         assert relay.peers == []  # cut off
+        assert relay.state() == {"linked": [], "unlinked": [1]}
         hub.end("c", end("c"))
         got = local.take()
         writer.close()

@@ -77,6 +77,18 @@ def health_workers(server: ServerProcess, count: int) -> collections.Counter:
     return seen
 
 
+def wait_call_links(server: ServerProcess) -> dict[int, dict]:
+    """Each worker's ``call_links`` in /health once both report the other linked (a worker
+    links once the other listens: one may answer before)."""
+    links: dict[int, dict] = {}
+    deadline = time.monotonic() + 30 * UNIT
+    while not (len(links) == 2 and all(v["unlinked"] == [] for v in links.values())):
+        assert time.monotonic() < deadline, links
+        health = json.loads(get(server.http("/health"))[1])
+        links[health["worker"]] = health["call_links"]
+    return links
+
+
 def metric(text: str, name: str) -> list[float]:
     """Every sample of ``name`` (any labels) in a Prometheus text exposition."""
     return [float(m.group(1)) for m in re.finditer(
@@ -108,6 +120,8 @@ def test_two_workers_share_the_port_one_health_one_metrics_one_connection_cap(au
     try:
         seen = health_workers(server, 40)
         assert set(seen) == {0, 1}, seen  # the kernel spread the connections over both
+        assert wait_call_links(server) == {0: {"linked": [1], "unlinked": []},
+                                           1: {"linked": [0], "unlinked": []}}
 
         async def transcribe_all():  # twice three clients (the cap is 3)
             got = []
@@ -181,6 +195,7 @@ def test_a_killed_worker_is_restarted_and_the_server_keeps_serving(audios, texts
         assert any('"event": "worker_died"' in line for line in server.log)
         assert worker_pids(server)[0] != victim
         assert set(health_workers(server, 40)) == {0, 1}
+        wait_call_links(server)  # the new worker 0 and worker 1 linked again
         out = run(sherpa_client(server.url("/"), audios[1], 1600))
         assert sherpa_text(out["results"]) == texts[1]
         # the dead worker's connection no longer counts against the cap

@@ -60,6 +60,12 @@ class CallRelay:
     def others(self) -> list[int]:
         return [n for n in range(self.workers) if n != self.worker]
 
+    def state(self) -> dict[str, list[int]]:
+        """The other workers linked now, and those not (starting again after a death, or
+        cut off for not reading: ``/health`` shows it)."""
+        return {"linked": sorted(self._writers),
+                "unlinked": [n for n in self.others if n not in self._writers]}
+
     def send(self, worker: int, message: dict) -> None:
         writer = self._writers.get(worker)
         if writer is None:

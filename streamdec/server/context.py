@@ -218,11 +218,16 @@ class ServerContext:
 
     def health(self) -> dict:
         """What ``/health`` answers: for the whole server (every worker's connections and
-        streams when it has several, with ``workers`` and the answering ``worker``)."""
+        streams when it has several, with ``workers`` and the answering ``worker``, and
+        ``call_links``: the other workers its call hub is linked to now, and those it is
+        not: a worker restarting, or one that stopped reading)."""
         if self.share is None:
             return {"status": "ok", "active_streams": self.engine.active_streams,
                     "connections": self.access.open}
         self._share_streams()
-        return {"status": "ok", "active_streams": self.share.active_streams,
-                "connections": self.share.connections, "workers": self.share.workers,
-                "worker": self.share.worker}
+        health = {"status": "ok", "active_streams": self.share.active_streams,
+                  "connections": self.share.connections, "workers": self.share.workers,
+                  "worker": self.share.worker}
+        if self._relay is not None:
+            health["call_links"] = self._relay.state()
+        return health
