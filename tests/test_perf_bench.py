@@ -150,3 +150,17 @@ def test_call_relay_bench_smoke(tmp_path):
     assert set(report["us_per_message"]) == {"local", "forwarded", "unwatched"}
     assert all(v["median"] > 0 for v in report["us_per_message"].values())
     assert report["forwarded_over_local"] > 0
+
+
+def test_fbank_bench_smoke(tmp_path):
+    out = tmp_path / "fbank.json"
+    report = run_bench("fbank.py", out, "--streams", "1,2", "--seconds", "3", "--runs", "1")
+    assert [c["streams"] for c in report["configurations"]] == [1, 2]
+    for c in report["configurations"]:
+        assert c["streamdec"]["median"] > 0
+        assert set(c["kaldi_native_fbank"]) == {"compute", "compute_and_read"}
+        assert c["ratio"] > 0
+    # the same log-mel features up to float rounding (tests/test_fbank.py checks them bin by
+    # bin): 4e-4 at most on the dev set
+    assert 0 <= report["max_abs_difference"] < 1e-2
+    assert report["setup"]["frames"] > 0
