@@ -50,7 +50,8 @@ starting at a different utterance, in ``--chunk-ms`` messages paced at real time
 
 and from the server's processes (``/proc``: the process started or given by ``--pid`` and
 every process below it, summed; under ``--ray`` its Ray instance and replicas): CPU (% of one core, over the steady part after
-``--warmup``), RSS (idle with the model, per second under load, growth after warm-up); the
+``--warmup``; ``server_main_thread_cpu_percent`` the main threads' share of it: streamdec's
+event loop, the rest its decode threads), RSS (idle with the model, per second under load, growth after warm-up); the
 load generator's own CPU (``client_cpu_percent``); the load average before and after each
 run. For streamdec the server's own chunk-to-result histogram
 (``streamdec_result_latency_seconds`` from ``/metrics``, summed over the replicas' labels
@@ -468,7 +469,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
     async def sampler():
         while True:
             cpu, rss = server.sample()
-            samples.append((time.monotonic() - t0, cpu, rss))
+            samples.append((time.monotonic() - t0, cpu, rss, server.main_threads_cpu()))
             machine_cpu.append((time.monotonic() - t0, *cpu_times()))
             await asyncio.sleep(1.0)
 
@@ -489,6 +490,8 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
     steady = [x for x in samples if args.warmup <= x[0] <= args.seconds]
     cpu_pct = (100 * (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0])
                if len(steady) > 1 else None)
+    main_pct = (100 * (steady[-1][3] - steady[0][3]) / (steady[-1][0] - steady[0][0])
+                if len(steady) > 1 else None)
     rss_steady = [x[2] for x in steady]
     mb = lambda b: round(b / 2**20, 2)  # noqa: E731
     report = {
@@ -504,6 +507,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
         "max_send_lag_s": round(max((s.max_send_lag for s in stats), default=0.0), 3),
         "client_errors": [s.error for s in stats if s.error][:5],
         "server_cpu_percent": round(cpu_pct, 1) if cpu_pct is not None else None,
+        "server_main_thread_cpu_percent": round(main_pct, 1) if main_pct is not None else None,
         "client_cpu_percent": round(client_cpu, 1),
         "server_rss_mb": {"start": mb(samples[0][2]) if samples else None,
                           "after_warmup": mb(rss_steady[0]) if rss_steady else None,
@@ -512,7 +516,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
                           "growth_after_warmup_percent":
                               round(100 * (rss_steady[-1] - rss_steady[0]) / rss_steady[0], 2)
                               if rss_steady else None},
-        "rss_timeline_mb": [(round(t), round(r / 2**20, 1)) for t, _, r in samples[::10]],
+        "rss_timeline_mb": [(round(t), round(r / 2**20, 1)) for t, _, r, _ in samples[::10]],
         "diagnostics": {
             "timeline": timeline.report(),
             "client_loop_lag": sorted(client_lags, key=lambda x: -x[1])[:40],

@@ -78,6 +78,13 @@ def proc_sample(pid: int) -> tuple[float, int]:
     return cpu, rss
 
 
+def thread_cpu(pid: int, tid: int) -> float:
+    """CPU seconds one thread of a process used so far."""
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Target:
     """A server under measurement: where it listens, its process, how to stop it. ``proc``
@@ -106,6 +113,18 @@ class Target:
                 continue
             cpu, rss = cpu + c, rss + r
         return cpu, rss
+
+    def main_threads_cpu(self) -> float:
+        """CPU seconds used so far by the main thread of each of the server's processes
+        (streamdec's event loop; the rest of ``sample``'s CPU is its other threads:
+        decoding)."""
+        cpu = 0.0
+        for pid in self.processes():
+            try:
+                cpu += thread_cpu(pid, pid)
+            except (OSError, ValueError, IndexError):  # gone meanwhile
+                continue
+        return cpu
 
     def stop(self) -> int | str | None:
         """SIGTERM, then its exit status (``"killed"`` if it took over a minute)."""

@@ -110,6 +110,10 @@ def test_load_smoke_both_servers(tmp_path):
         assert figures["chunk_latency_ms"]["results"]["median"] >= 1
         assert {"p50", "p95", "p99"} <= set(figures["chunk_latency_ms"])
         assert set(figures["server_rss_mb"]) >= {"max", "growth_after_warmup_percent"}
+        # the main threads' CPU is a part of the server's (each rounded to 0.1)
+        main, cpu = (figures[k]["median"] for k in ("server_main_thread_cpu_percent",
+                                                    "server_cpu_percent"))
+        assert 0 <= main <= cpu + 0.1
         memory = report["memory"][peer]
         assert memory["connections"]["median"] == 2
         assert memory["rss_idle_mb"]["median"] > 0
