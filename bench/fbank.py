@@ -48,13 +48,17 @@ def ours(utts, k: int, size: int, chunk: int, keep: bool = False):
     for group in groups(utts, k):
         pieces = [messages(u.samples, size) for u in group]
         streams = [StreamingFeatures(config) for _ in group]
+        whole = [chunk] * len(group)  # the frame count that makes each stream's next chunk
         began = time.thread_time()
         for r in range(max(len(p) for p in pieces)):
-            for f, p in zip(streams, pieces):
+            ready = []
+            for n, (f, p) in enumerate(zip(streams, pieces)):
                 if r < len(p):
                     f.accept_waveform(16000, p[r])
-            compute_ready_together(f for f in streams
-                                   if f.num_frames_ready - f._num_computed >= chunk)
+                if f.num_frames_ready >= whole[n]:  # a chunk became whole
+                    ready.append(f)
+                    whole[n] = f.num_frames_ready + chunk
+            compute_ready_together(ready)
         for f in streams:
             f.input_finished()
         compute_ready_together(streams)
