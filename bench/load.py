@@ -50,8 +50,9 @@ starting at a different utterance, in ``--chunk-ms`` messages paced at real time
 
 and from the server's processes (``/proc``: the process started or given by ``--pid`` and
 every process below it, summed; under ``--ray`` its Ray instance and replicas): CPU (% of one core, over the steady part after
-``--warmup``; ``server_main_thread_cpu_percent`` the main threads' share of it: streamdec's
-event loop, the rest its decode threads), RSS (idle with the model, per second under load, growth after warm-up); the
+``--warmup``; ``server_main_thread_cpu_percent`` the share of it in each process's main
+thread: streamdec's event loop, the rest its decode threads; under ``--ray`` every Ray
+process's main thread), RSS (idle with the model, per second under load, growth after warm-up); the
 load generator's own CPU (``client_cpu_percent``); the load average before and after each
 run. For streamdec the server's own chunk-to-result histogram
 (``streamdec_result_latency_seconds`` from ``/metrics``, summed over the replicas' labels
