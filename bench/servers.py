@@ -67,22 +67,19 @@ def process_tree(root: int) -> set[int]:
     return found
 
 
+def _cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds in a ``/proc/.../stat`` file (a process's or a thread's)."""
+    with open(stat) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def proc_sample(pid: int) -> tuple[float, int]:
     """(CPU seconds used so far, RSS bytes) of a process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    cpu = _cpu_seconds(f"/proc/{pid}/stat")
     with open(f"/proc/{pid}/status") as f:
         rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
     return cpu, rss
-
-
-def thread_cpu(pid: int, tid: int) -> float:
-    """CPU seconds one thread of a process used so far."""
-    with open(f"/proc/{pid}/task/{tid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -121,7 +118,7 @@ class Target:
         cpu = 0.0
         for pid in self.processes():
             try:
-                cpu += thread_cpu(pid, pid)
+                cpu += _cpu_seconds(f"/proc/{pid}/task/{pid}/stat")
             except (OSError, ValueError, IndexError):  # gone meanwhile
                 continue
         return cpu
