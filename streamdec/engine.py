@@ -362,6 +362,15 @@ class Engine:
     def batches_in_flight(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def decode_delay(self) -> float:
+        """Seconds the longest-waiting ready stream has waited for its decode (0.0: none
+        waits). Beyond the batching wait and a few batches' compute, the engine is behind
+        its audio: it has more live streams than it decodes in real time."""
+        if not self._ready:
+            return 0.0
+        return max(0.0, time.monotonic() - min(self._ready.values()))
+
     async def drain(self) -> None:
         """End the input of every stream and wait until each has its last result."""
         for live in list(self._streams.values()):

@@ -460,6 +460,35 @@ def test_a_stream_that_waited_through_a_batch_is_not_made_to_wait_again(rec):
     assert waited < max_wait / 2, f"decoded {waited:.3f} s after the batch before it ended"
 
 
+def test_decode_delay_is_how_long_the_longest_waiting_ready_stream_has_waited(rec):
+    """``Engine.decode_delay`` (what the server refuses new connections by when it is
+    behind): a stream ready while the only decode thread is busy has waited that long;
+    0.0 when no stream waits."""
+    gated = Gated(rec.model)
+    slow = Recognizer(rec.config, model=gated, symbols=rec.symbols)
+
+    async def main():
+        config = EngineConfig(max_batch=1, max_wait_ms=0, workers=1)
+        async with Engine(slow, config) as engine:
+            idle = engine.decode_delay
+            a, b = engine.open(), engine.open()
+            await a.feed(16000, AUDIOS[0][:8000])  # one whole chunk
+            await batch_entered(gated)  # in the model, held there
+            await b.feed(16000, AUDIOS[1][:8000])  # ready; the one thread is busy
+            await asyncio.sleep(0.3)
+            waited = engine.decode_delay
+            gated.go.set()
+            await first_chunk_decoded(b)
+            after = engine.decode_delay
+            a.close()
+            b.close()
+            return idle, waited, after
+
+    idle, waited, after = asyncio.run(asyncio.wait_for(main(), 30))
+    assert idle == 0.0 and after == 0.0
+    assert 0.3 <= waited < 5
+
+
 def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
     """With one open stream (a microphone) a ready chunk is decoded at once, not after
     ``max_wait_ms``; with a second open stream that is not ready, it waits for it."""

@@ -24,9 +24,9 @@ import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import (ServerProcess, UNIT, get, messages_until_closed, run, sherpa_client,
-                          sherpa_text, vosk_client, vosk_text, wait_for_idle,
-                          wait_for_logged)
+from server_utils import (ServerProcess, UNIT, get, messages_until_closed,
+                          read_sherpa_results, run, sherpa_client, sherpa_text, vosk_client,
+                          vosk_text, wait_for_idle, wait_for_logged)
 from streamdec import Recognizer, SearchConfig
 from streamdec.textfmt import default_formatter
 from streamdec.transcribe import transcribe_files
@@ -288,6 +288,54 @@ def test_bad_input_gets_its_error_and_disturbs_no_other_client(server, rec, clip
     assert sherpa_text(good["results"]) == " ".join(
         f.text for f in file_finals(rec, clips[5]) if f.text)
     assert wait_for_idle(server)["active_streams"] == 0
+
+
+def test_a_server_behind_its_audio_refuses_new_streams_and_serves_those_it_has(clips):
+    """Overload: more audio than the engine decodes in real time (here 30 clients that each
+    send 12 s at once to one decode thread, batches of one). While a ready stream waits
+    over ``--max-decode-delay-ms`` for its decode a new connection gets HTTP 503 saying
+    so (a call's subscriber, which brings no audio, is admitted); the clients already in
+    get every result; once it has caught up, a new one is admitted and gets the same
+    transcript."""
+    audio = np.concatenate([sf.read(clips[n], dtype="float32")[0] for n in range(6)])
+    data = audio.astype("<f4").tobytes()
+    server = ServerProcess("--max-decode-delay-ms", "20", "--decode-threads", "1",
+                           "--max-batch", "1", "--max-wait-ms", "0")
+
+    async def main():
+        clients = [await websockets.connect(server.url("/"), max_size=None) for _ in range(30)]
+        outs = [{"results": [], "done": False} for _ in clients]
+        readers = [read_sherpa_results(ws, out) for ws, out in zip(clients, outs)]
+        for ws in clients:
+            await ws.send(data)
+        sends = [asyncio.ensure_future(ws.send("Done")) for ws in clients]
+        refused = None
+        while refused is None and not all(r.done() for r in readers):
+            # a call's subscriber brings no audio: admitted just before the refusal below
+            watcher = await websockets.connect(server.url("/calls/CA-overload"))
+            await watcher.close()
+            try:
+                ws = await websockets.connect(server.url("/"))
+                await ws.close()
+            except websockets.InvalidStatus as e:
+                refused = (e.response.status_code, e.response.body.decode())
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*sends)
+        await asyncio.wait_for(asyncio.gather(*readers), 120 * UNIT)
+        alone = await sherpa_client(server.url("/"), audio, 16000)  # admitted again
+        return refused, outs, alone
+
+    try:
+        refused, outs, alone = run(main())
+    finally:
+        assert server.stop() == 0
+    assert refused is not None, "never refused while the engine was behind"
+    status, reason = refused
+    assert status == 503
+    assert "server is behind its audio" in reason and "max_decode_delay_ms = 20" in reason
+    assert alone["close"] == 1000 and alone["done"] and sherpa_text(alone["results"])
+    for out in outs:  # the streams already in: every result, the same transcript
+        assert out["done"] and sherpa_text(out["results"]) == sherpa_text(alone["results"])
 
 
 HANDSHAKE = {  # query -> words the 400 reason must contain

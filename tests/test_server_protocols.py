@@ -15,7 +15,7 @@ from streamdec import ConfigError, SearchConfig
 from streamdec.appconfig import parse_config
 from streamdec.endpoint import EndpointConfig, EndpointRule
 from streamdec.results import Result, Word
-from streamdec.server.access import Access, read_tokens
+from streamdec.server.access import Access, overload_check, read_tokens
 from streamdec.engine import EngineConfig
 from streamdec.server.config import ServerConfig, env_overrides
 from streamdec.server.connection import CLOSE_CODES, ClientError, error_json
@@ -284,6 +284,29 @@ def test_access(tokens, open_, draining, headers, query, status):
     access.open, access.draining = open_, draining
     refusal = access.check(headers, query)
     assert (refusal.status if refusal else None) == status
+
+
+def test_a_server_behind_its_audio_refuses_what_would_decode_and_only_that():
+    delay = [0.0]  # seconds the longest-waiting ready stream has waited (Engine.decode_delay)
+    access = Access(None, 3, behind=overload_check(lambda: delay[0], 250))
+    assert access.check({}, {}) is None
+    delay[0] = 0.25  # at the limit: still admitted
+    assert access.check({}, {}) is None
+    delay[0] = 0.4
+    refusal = access.check({}, {})
+    assert (refusal.status, refusal.reason) == (503, (
+        "server is behind its audio: a stream has waited 400 ms for its decode "
+        "(server.max_decode_delay_ms = 250); retry later"))
+    assert access.capacity_refusal() == refusal.reason  # AudioSocket's (close 1013)
+    assert access.check({}, {}, decodes=False) is None  # a call's subscriber brings no audio
+    access.open = 3  # the cap and the drain say so first
+    assert "limit of 3 connections" in access.check({}, {}).reason
+    access.draining = True
+    assert access.check({}, {}, decodes=False).reason == "server is shutting down"
+    assert overload_check(lambda: 99.0, 0) is None  # 0: never refused for it
+    with pytest.raises(ConfigError, match="max_decode_delay_ms must be >= 0"):
+        ServerConfig(max_decode_delay_ms=-1)
+    assert ServerConfig().max_decode_delay_ms == 1000.0  # as README and default.toml say
 
 
 def test_token_file(tmp_path):

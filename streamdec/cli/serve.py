@@ -29,6 +29,10 @@ _FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
                                                     "calls (default: off)"),
     ("--webhook-url", "webhook_url", str, "POST each final of each call here as JSON"),
     ("--max-connections", "max_connections", int, "connections at once (then HTTP 503)"),
+    ("--max-decode-delay-ms", "max_decode_delay_ms", float, "refuse new connections (HTTP "
+                                                            "503) while a ready stream has "
+                                                            "waited this long for its decode "
+                                                            "(default 1000; 0: never)"),
     ("--max-message-bytes", "max_message_bytes", int, "largest WebSocket message"),
     ("--max-stream-seconds", "max_stream_seconds", float, "longest stream (audio seconds)"),
     ("--idle-timeout", "idle_timeout_seconds", float, "close a client silent this long (s)"),

@@ -6,7 +6,9 @@ the ``Refusal`` (HTTP status and reason) the handshake answers with:
 - 401 when tokens are configured and the request has none or a wrong one
   (``Authorization: Bearer TOKEN``, or ``?token=TOKEN`` for browsers, which cannot set
   headers on a WebSocket);
-- 503 while the server drains (shutting down) or when ``max_connections`` are open.
+- 503 while the server drains (shutting down), when ``max_connections`` are open, or
+  while the server is behind its audio (``overload_check``: a ready stream has waited over
+  ``max_decode_delay_ms`` for its decode; taking more streams would delay every stream).
 
 Twilio Media Streams can send neither a header of our choosing nor a query string (the
 ``<Stream>`` URL takes none); Twilio signs its handshake instead, and its documentation asks
@@ -23,11 +25,11 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..errors import ConfigError
 
-__all__ = ["Refusal", "Access", "read_tokens", "read_secret", "TwilioAuth", "twilio_signature",
+__all__ = ["Refusal", "Access", "overload_check", "read_tokens", "read_secret", "TwilioAuth", "twilio_signature",
            "TWILIO_SIGNATURE_HEADER"]
 
 TWILIO_SIGNATURE_HEADER = "x-twilio-signature"
@@ -100,14 +102,34 @@ def _presented(headers: Mapping[str, str], query: Mapping[str, str]) -> str | No
     return query.get("token")
 
 
+def overload_check(delay_seconds: Callable[[], float], limit_ms: float
+                   ) -> Callable[[], str | None] | None:
+    """``Access``'s ``behind``: a refusal while ``delay_seconds()`` (an engine's
+    ``decode_delay``) is over ``limit_ms`` (``server.max_decode_delay_ms``; 0: never)."""
+    if limit_ms <= 0:
+        return None
+
+    def behind() -> str | None:
+        delay = delay_seconds() * 1000
+        if delay <= limit_ms:
+            return None
+        return (f"server is behind its audio: a stream has waited {delay:.0f} ms for its "
+                f"decode (server.max_decode_delay_ms = {limit_ms:g}); retry later")
+    return behind
+
+
 class Access:
     """Admission of connections: tokens, the cap and the drain state."""
 
     def __init__(self, tokens: frozenset[str] | None, max_connections: int,
-                 share=None, twilio: TwilioAuth | None = None) -> None:
+                 share=None, twilio: TwilioAuth | None = None,
+                 behind: Callable[[], str | None] | None = None) -> None:
+        """``behind``: why the server is too far behind its audio to take one more stream
+        (None: it is not), asked after the cap (``overload_check``)."""
         self.tokens = tokens
         self.twilio = twilio
         self.max_connections = max_connections
+        self._behind = behind
         self.open = 0  # admitted here and not released yet
         self.draining = False
         # one worker of several (a ``ServerShare``): the cap counts every worker's connections
@@ -121,11 +143,14 @@ class Access:
         return token is not None and any(
             hmac.compare_digest(token.encode(), t.encode()) for t in self.tokens)
 
-    def check(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Refusal | None:
+    def check(self, headers: Mapping[str, str], query: Mapping[str, str],
+              decodes: bool = True) -> Refusal | None:
+        """``decodes``: the connection brings audio (False: a call's subscriber, which is
+        not refused for the server being behind its audio)."""
         if not self.authorized(headers, query):
             return Refusal(401, "missing or invalid bearer token (Authorization: Bearer "
                                 "TOKEN, or ?token=TOKEN)")
-        reason = self.capacity_refusal()
+        reason = self.capacity_refusal(decodes)
         return None if reason is None else Refusal(503, reason)
 
     def check_twilio(self, headers: Mapping[str, str], query: Mapping[str, str], path: str,
@@ -146,15 +171,16 @@ class Access:
         reason = self.capacity_refusal()
         return None if reason is None else Refusal(503, reason)
 
-    def capacity_refusal(self) -> str | None:
-        """Why a connection would be refused (503) whoever it is: draining, or the cap."""
+    def capacity_refusal(self, decodes: bool = True) -> str | None:
+        """Why a connection would be refused (503) whoever it is: draining, the cap, or
+        (one that ``decodes``) the server behind its audio."""
         if self.draining:
             return "server is shutting down"
         total = self.open if self._share is None else self._share.connections
         if total >= self.max_connections:
             return (f"server is at its limit of {self.max_connections} connections; "
                     "retry later")
-        return None
+        return None if self._behind is None or not decodes else self._behind()
 
     def admit(self) -> None:
         self.open += 1

@@ -417,7 +417,7 @@ def call_routes(context) -> list[WebSocketRoute]:
         await _run_session(context, session)
 
     async def subscriber(websocket: WebSocket) -> None:
-        refusal = context.refusal(websocket.headers, websocket.query_params)
+        refusal = context.refusal(websocket.headers, websocket.query_params, decodes=False)
         if refusal is not None:
             return await _refuse(context, websocket, refusal.status, refusal.reason)
         await _run_subscriber(context, websocket, websocket.path_params["call_id"])

@@ -40,6 +40,11 @@ class ServerConfig:
     # HTTP 503), one WebSocket message, one stream's audio, silence from a client before it
     # is closed, one uploaded file of the transcription endpoint
     max_connections: int = 200
+    # overload: a new connection is refused (HTTP 503, or close 1013 for AudioSocket) while
+    # a ready stream has waited longer than this for its decode (``Engine.decode_delay``):
+    # the engine is behind its audio and one more stream would make every stream's results
+    # later (per worker process); 0: only max_connections refuses
+    max_decode_delay_ms: float = 1000.0
     max_message_bytes: int = 1 << 20
     max_stream_seconds: float = 4 * 3600.0
     idle_timeout_seconds: float = 60.0
@@ -102,6 +107,9 @@ class ServerConfig:
                 raise ConfigError(f"server.{name} must be in [0, 65535], got {value}")
         require_at_least(self, "server", ("max_connections", "max_message_bytes",
                                           "max_upload_bytes", "processes"), 1)
+        if self.max_decode_delay_ms < 0:
+            raise ConfigError(f"server.max_decode_delay_ms must be >= 0 (0: off), got "
+                              f"{self.max_decode_delay_ms}")
         require_positive(self, "server", ("max_stream_seconds", "idle_timeout_seconds",
                                           "drain_timeout_seconds", "max_endpoint_silence",
                                           "max_endpoint_utterance"))

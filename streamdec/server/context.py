@@ -26,7 +26,7 @@ from ..appconfig import AudioConfig
 from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
 from ..recognizer import Recognizer
-from .access import Access, Refusal, TwilioAuth, read_secret, read_tokens
+from .access import Access, Refusal, TwilioAuth, overload_check, read_secret, read_tokens
 from .call_relay import CallRelay
 from .config import ServerConfig
 from .connection import Connection
@@ -94,8 +94,10 @@ class ServerContext:
             twilio = TwilioAuth(read_secret(config.twilio_auth_token_file,
                                             "server.twilio_auth_token_file"),
                                 config.twilio_stream_url)
+        behind = overload_check(lambda: engine.decode_delay, config.max_decode_delay_ms)
         return cls(engine, config, audio or AudioConfig(), metrics,
-                   Access(tokens, config.max_connections, share, twilio), replica, share)
+                   Access(tokens, config.max_connections, share, twilio, behind), replica,
+                   share)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -184,8 +186,8 @@ class ServerContext:
             return False
 
     # -- admission -------------------------------------------------------------------------
-    def refusal(self, headers, query) -> Refusal | None:
-        return self.access.check(headers, query)
+    def refusal(self, headers, query, decodes: bool = True) -> Refusal | None:
+        return self.access.check(headers, query, decodes)
 
     def twilio_refusal(self, websocket) -> Refusal | None:
         return self.access.check_twilio(websocket.headers, websocket.query_params,
