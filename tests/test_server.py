@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -290,6 +291,12 @@ def test_bad_input_gets_its_error_and_disturbs_no_other_client(server, rec, clip
     assert wait_for_idle(server)["active_streams"] == 0
 
 
+def decode_delay(server: ServerProcess) -> float:
+    """``streamdec_decode_delay_seconds`` in the server's /metrics."""
+    text = get(server.http("/metrics"))[1]
+    return float(re.search(r"^streamdec_decode_delay_seconds (\S+)$", text, re.M).group(1))
+
+
 def test_a_server_behind_its_audio_refuses_new_streams_and_serves_those_it_has(clips):
     """Overload: more audio than the engine decodes in real time (here 30 clients that each
     send 12 s at once to one decode thread, batches of one). While a ready stream waits
@@ -320,16 +327,22 @@ def test_a_server_behind_its_audio_refuses_new_streams_and_serves_those_it_has(c
             except websockets.InvalidStatus as e:
                 refused = (e.response.status_code, e.response.body.decode())
             await asyncio.sleep(0.02)
+        delays = []  # /metrics' sampled decode delay while the clients are served
+        while not all(r.done() for r in readers):
+            delays.append(decode_delay(server))
+            await asyncio.sleep(0.1)
         await asyncio.gather(*sends)
         await asyncio.wait_for(asyncio.gather(*readers), 120 * UNIT)
         alone = await sherpa_client(server.url("/"), audio, 16000)  # admitted again
-        return refused, outs, alone
+        await asyncio.sleep(0.5)  # sampled every 0.25 s
+        return refused, outs, alone, delays, decode_delay(server)
 
     try:
-        refused, outs, alone = run(main())
+        refused, outs, alone, delays, idle_delay = run(main())
     finally:
         assert server.stop() == 0
     assert refused is not None, "never refused while the engine was behind"
+    assert max(delays, default=0.0) > 0.02 and idle_delay == 0.0  # what operators see
     status, reason = refused
     assert status == 503
     assert "server is behind its audio" in reason and "max_decode_delay_ms = 20" in reason

@@ -149,7 +149,7 @@ class ServerContext:
 
     async def _watch_loop(self) -> None:
         """Every ``LAG_TICK_SECONDS``: how late the loop ran the timer (a stall shows
-        here), and the engine's queue; a lag over ``LAG_LOG_SECONDS`` is logged with them."""
+        here), and the engine's queue and decode delay; a lag over ``LAG_LOG_SECONDS`` is logged with them."""
         loop = asyncio.get_running_loop()
         metrics, engine = self.metrics, self.engine
         while True:
@@ -159,6 +159,7 @@ class ServerContext:
             metrics.loop_lag.observe(lag)
             metrics.ready.set(engine.ready_streams)
             metrics.in_flight.set(engine.batches_in_flight)
+            metrics.decode_delay.set(engine.decode_delay)
             if lag >= LAG_LOG_SECONDS:
                 log.warning(json.dumps({
                     "event": "loop_lag", "seconds": round(lag, 3),

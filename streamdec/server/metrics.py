@@ -27,6 +27,11 @@ streamdec_read_paused_seconds_total      counter    time reads stayed paused
 streamdec_loop_lag_seconds               histogram  how late the event loop ran a timer
 streamdec_ready_streams                  gauge      streams waiting for a decode (sampled)
 streamdec_batches_in_flight              gauge      batches being decoded (sampled)
+streamdec_decode_delay_seconds           gauge      how long the longest-waiting ready stream
+                                                    has waited for its decode (sampled; the
+                                                    most of the live workers): past
+                                                    ``max_decode_delay_ms`` new connections
+                                                    are refused
 streamdec_webhook_messages_total         counter    webhook messages by ``outcome``: delivered,
                                                     retried, failed, dropped
 streamdec_subscriber_drops_total         counter    call subscribers dropped for falling behind
@@ -102,6 +107,11 @@ class Metrics:
         self.in_flight = Gauge("streamdec_batches_in_flight",
                                "Batches being decoded (sampled)", registry=r,
                                multiprocess_mode="livesum")
+        self.decode_delay = Gauge("streamdec_decode_delay_seconds",
+                                  "How long the longest-waiting ready stream has waited for "
+                                  "its decode (sampled; past server.max_decode_delay_ms new "
+                                  "connections are refused)", registry=r,
+                                  multiprocess_mode="livemax")
         self.webhook = Counter("streamdec_webhook_messages", "Webhook messages by outcome",
                                ["outcome"], registry=r)
         self.subscriber_drops = Counter("streamdec_subscriber_drops",
