@@ -469,8 +469,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
 
     async def sampler():
         while True:
-            cpu, rss = server.sample()
-            samples.append((time.monotonic() - t0, cpu, rss, server.main_threads_cpu()))
+            samples.append((time.monotonic() - t0, *server.sample_threads()))
             machine_cpu.append((time.monotonic() - t0, *cpu_times()))
             await asyncio.sleep(1.0)
 

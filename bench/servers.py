@@ -102,26 +102,22 @@ class Target:
     def sample(self) -> tuple[float, int]:
         """(CPU seconds used so far, RSS bytes), summed over the server's processes (CPU
         of processes that ended meanwhile is not counted)."""
-        cpu = rss = 0
+        return self.sample_threads()[:2]
+
+    def sample_threads(self) -> tuple[float, int, float]:
+        """``sample`` and, from the same processes, the CPU seconds their main threads used
+        so far (streamdec's event loop; the rest of the CPU is its other threads:
+        decoding)."""
+        cpu = main = 0.0
+        rss = 0
         for pid in self.processes():
             try:
                 c, r = proc_sample(pid)
-            except (OSError, StopIteration, ValueError):  # gone, or a zombie
+                m = _cpu_seconds(f"/proc/{pid}/task/{pid}/stat")
+            except (OSError, StopIteration, ValueError, IndexError):  # gone, or a zombie
                 continue
-            cpu, rss = cpu + c, rss + r
-        return cpu, rss
-
-    def main_threads_cpu(self) -> float:
-        """CPU seconds used so far by the main thread of each of the server's processes
-        (streamdec's event loop; the rest of ``sample``'s CPU is its other threads:
-        decoding)."""
-        cpu = 0.0
-        for pid in self.processes():
-            try:
-                cpu += _cpu_seconds(f"/proc/{pid}/task/{pid}/stat")
-            except (OSError, ValueError, IndexError):  # gone meanwhile
-                continue
-        return cpu
+            cpu, rss, main = cpu + c, rss + r, main + m
+        return cpu, rss, main
 
     def stop(self) -> int | str | None:
         """SIGTERM, then its exit status (``"killed"`` if it took over a minute)."""

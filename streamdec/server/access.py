@@ -29,8 +29,8 @@ from typing import Callable, Mapping
 
 from ..errors import ConfigError
 
-__all__ = ["Refusal", "Access", "overload_check", "read_tokens", "read_secret", "TwilioAuth", "twilio_signature",
-           "TWILIO_SIGNATURE_HEADER"]
+__all__ = ["Refusal", "Access", "overload_check", "read_tokens", "read_secret", "TwilioAuth",
+           "twilio_signature", "TWILIO_SIGNATURE_HEADER"]
 
 TWILIO_SIGNATURE_HEADER = "x-twilio-signature"
 

@@ -149,7 +149,8 @@ class ServerContext:
 
     async def _watch_loop(self) -> None:
         """Every ``LAG_TICK_SECONDS``: how late the loop ran the timer (a stall shows
-        here), and the engine's queue and decode delay; a lag over ``LAG_LOG_SECONDS`` is logged with them."""
+        here), and the engine's queue and decode delay; a lag over ``LAG_LOG_SECONDS`` is
+        logged with them."""
         loop = asyncio.get_running_loop()
         metrics, engine = self.metrics, self.engine
         while True:
