@@ -28,9 +28,10 @@ from ..formats import shown_text, shown_words, subtitles, transcript
 from ..results import Result
 from ..textfmt import check_text_format, default_formatter
 from ..validation import unknown_names
-from .endpointing import ENDPOINT_KEYS, endpoint_config
+from ..endpoint import EndpointConfig
+from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
-__all__ = ["RESPONSE_FORMATS", "render", "read_upload", "UploadError"]
+__all__ = ["RESPONSE_FORMATS", "render", "read_form", "read_upload", "UploadError"]
 
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 _MEDIA = {"json": "application/json", "verbose_json": "application/json",
@@ -115,20 +116,9 @@ async def transcribe_upload(context, request):
             return error(400, f"expected a multipart/form-data body with 'file' ({e})",
                          "bad_request")
         try:
-            check_fields(form.keys())
-            upload = form.get("file")
-            if upload is None or isinstance(upload, str):
-                raise UploadError("the form has no 'file' part")
-            fmt = form.get("response_format") or "json"
-            if fmt not in RESPONSE_FORMATS:
-                raise UploadError(f"unsupported response_format {fmt!r}: one of "
-                                  f"{', '.join(RESPONSE_FORMATS)}")
-            endpoint = _endpoint(form, context)
-            level = form.get("text_format") or context.config.transcription_text_format
-            try:
-                check_text_format(level)
-            except ConfigError as e:
-                raise UploadError(str(e)) from None
+            upload, fmt, endpoint, level = read_form(
+                form, context.engine.recognizer.config.endpoint,
+                context.config.endpoint_limits(), context.config.transcription_text_format)
             data = await upload.read()
             if len(data) > limit:
                 return error(413, f"upload is over the limit of {limit} bytes", "too_big")
@@ -152,16 +142,27 @@ async def transcribe_upload(context, request):
         context.release("http")
 
 
-def _endpoint(form, context):
-    """The request's endpoint rules (None: the server's); UploadError when out of bounds."""
+def read_form(form, endpoint: EndpointConfig, limits: EndpointLimits, text_format: str):
+    """What a request's parsed form asks (pure): its ``file`` part, the response format,
+    the endpoint rules (None: the server's ``endpoint``, else changed within ``limits``) and
+    the text format (default ``text_format``). UploadError for an unknown field, no file,
+    or a value that is not one a field takes."""
+    check_fields(form.keys())
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise UploadError("the form has no 'file' part")
+    fmt = form.get("response_format") or "json"
+    if fmt not in RESPONSE_FORMATS:
+        raise UploadError(f"unsupported response_format {fmt!r}: one of "
+                          f"{', '.join(RESPONSE_FORMATS)}")
     values = {key: form.get(key) for key in ENDPOINT_KEYS if key in form}
-    if not values:
-        return None
+    level = form.get("text_format") or text_format
     try:
-        return endpoint_config(values, context.engine.recognizer.config.endpoint,
-                               context.config.endpoint_limits(), text=True)
+        rules = endpoint_config(values, endpoint, limits, text=True) if values else None
+        check_text_format(level)
     except ConfigError as e:
         raise UploadError(str(e)) from None
+    return upload, fmt, rules, level
 
 
 async def _transcribe(engine, rate: int, samples: np.ndarray, endpoint=None) -> list[Result]:
