@@ -3,6 +3,7 @@ session) and recognizers over them."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,8 +12,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import model_factory  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
+
+# property-based tests (tests/test_properties_*.py): the same examples on every run, none
+# timed; STREAMDEC_HYPOTHESIS_EXAMPLES=5000 tries more of them locally
+settings.register_profile(
+    "streamdec", max_examples=int(os.environ.get("STREAMDEC_HYPOTHESIS_EXAMPLES", "60")),
+    deadline=None, derandomize=True, database=None, print_blob=True)
+settings.load_profile("streamdec")
 
 LAYOUTS = tuple(model_factory.ENCODERS)
 
