@@ -34,6 +34,7 @@ from typing import Any, Mapping
 from ..errors import AudioInputError, ClientError
 from ..pcm import decode_pcm, deinterleave
 from ..validation import unknown_names
+from . import jsontext
 from .call_events import CallAudio, CallEvent, CallFinalize, CallNote, CallStarted
 from .call_settings import CALL_SETTING_KEYS, settings_layer
 
@@ -129,6 +130,6 @@ class AudioForkProtocol:
 def _parse(text: str) -> Any:
     """JSON when the text is JSON, else the text itself (metadata is arbitrary text)."""
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except ValueError:
         return text

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
 import numpy as np
 
 from ..errors import ClientError
 from ..pcm import decode_pcm
+from . import jsontext
 from .call_events import (DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent, CallNote,
                           CallStarted)
 from .call_settings import settings_layer
@@ -75,7 +75,7 @@ class TwilioProtocol:
             raise ClientError("bad_message", "Twilio sends JSON text frames; got a binary "
                                              f"frame of {len(message)} bytes")
         try:
-            data = json.loads(message)
+            data = jsontext.loads(message)
         except ValueError as e:
             raise ClientError("bad_json", f"not JSON: {e}") from None
         if not isinstance(data, dict) or not isinstance(data.get("event"), str):

@@ -37,6 +37,7 @@ from ..results import Result
 from ..search.config import SearchConfig
 from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
+from . import jsontext
 from .display import display_fields
 from .options import MAX_RATE, MIN_RATE, StreamOptions
 from .session import DRAIN, Close, Command, Feed, Finish, Reopen, Reply, Retune, Send
@@ -199,9 +200,10 @@ class VoskSession:
             self.audio_started = True
             return [Feed(message), Reply()]
         try:
-            command = json.loads(message)
-        except ValueError:
-            raise ClientError("bad_json", f"text message is not JSON: {message[:40]!r}")
+            command = jsontext.loads(message)
+        except ValueError as e:
+            raise ClientError("bad_json", f"text message is not JSON ({e}): "
+                                          f"{message[:40]!r}") from None
         if not isinstance(command, dict):
             raise ClientError("bad_message", f"expected an object, got {message[:40]!r}")
         if "config" in command:

@@ -1,0 +1,59 @@
+"""Inputs that once broke a parser of the daemon (found by the property-based tests,
+tests/test_properties_*.py, and the fuzz campaign, bench/fuzz/), each replayed here: it
+must now get the project's typed error (or be taken), never a stray exception."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamdec import SearchConfig
+from streamdec.errors import ClientError
+from streamdec.server import jsontext
+from streamdec.server.audiofork import AudioForkProtocol
+from streamdec.server.call_events import CallNote, CallStarted
+from streamdec.server.options import StreamOptions
+from streamdec.server.twilio import TwilioProtocol
+from streamdec.server.vosk import VoskSession
+
+DEEP = "[" * 100_000  # json.loads: RecursionError, not ValueError
+START = json.dumps({"event": "start", "start": {
+    "callSid": "CA1", "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000}}})
+
+
+def vosk(*messages):
+    session = VoskSession(StreamOptions(8000, "s16le"), SearchConfig())
+    for m in messages:
+        session.receive(m)
+
+
+def twilio(*messages):
+    protocol = TwilioProtocol()
+    return [e for m in messages for e in protocol.receive(m)]
+
+
+# -- JSON nested too deep ---------------------------------------------------------------------
+@pytest.mark.parametrize("depth, ok", [(1, True), (32, True), (33, False), (100_000, False)])
+def test_peer_json_nesting_is_bounded(depth, ok):
+    text = "[" * depth + "]" * depth
+    if ok:
+        assert jsontext.loads(text) is not None
+    else:
+        with pytest.raises(ValueError, match="nested deeper than 32"):
+            jsontext.loads(text)
+
+
+@pytest.mark.parametrize("send", [lambda: vosk(DEEP), lambda: twilio(DEEP),
+                                  lambda: twilio(START, '{"event": "mark", "mark": ' + DEEP)])
+def test_json_too_deep_is_bad_json(send):
+    with pytest.raises(ClientError) as e:
+        send()
+    assert e.value.kind == "bad_json" and "nested deeper than 32" in str(e.value)
+
+
+def test_audiofork_metadata_and_notes_too_deep_are_text():
+    protocol = AudioForkProtocol({}, "call-1")
+    [started] = protocol.receive(DEEP)
+    assert isinstance(started, CallStarted) and started.info["metadata"] == DEEP
+    assert protocol.receive("[" * 40 + "]" * 40) == [CallNote("text", "[" * 40 + "]" * 40)]
