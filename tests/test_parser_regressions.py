@@ -57,3 +57,29 @@ def test_audiofork_metadata_and_notes_too_deep_are_text():
     [started] = protocol.receive(DEEP)
     assert isinstance(started, CallStarted) and started.info["metadata"] == DEEP
     assert protocol.receive("[" * 40 + "]" * 40) == [CallNote("text", "[" * 40 + "]" * 40)]
+
+
+# -- a JSON array or object where a string was due (set / frozenset / dict lookups) -----------
+def _twilio_start(tracks):
+    return json.dumps({"event": "start", "start": {
+        "callSid": "CA1", "tracks": tracks,
+        "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000}}})
+
+
+@pytest.mark.parametrize("messages, text", [
+    ([_twilio_start([["inbound"]])], "tracks must be a list"),
+    ([_twilio_start([{"a": 1}, "inbound"])], "tracks must be a list"),
+    ([START, json.dumps({"event": "dtmf", "dtmf": {"digit": ["5"]}})], "invalid digit"),
+    ([START, json.dumps({"event": "dtmf", "dtmf": {"digit": {"5": 1}}})], "invalid digit"),
+])
+def test_twilio_unhashable_values_are_bad_message(messages, text):
+    with pytest.raises(ClientError) as e:
+        twilio(*messages)
+    assert e.value.kind == "bad_message" and text in str(e.value)
+
+
+@pytest.mark.parametrize("mix", [[], ["stereo"], {"stereo": 1}])
+def test_audiofork_unhashable_mix_type_is_bad_config(mix):
+    with pytest.raises(ClientError) as e:
+        AudioForkProtocol({}, "call-1").receive(json.dumps({"mixType": mix}))
+    assert e.value.kind == "bad_config" and "mix type must be one of" in str(e.value)

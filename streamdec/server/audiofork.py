@@ -50,7 +50,7 @@ _URL_KEYS = ("mix", "rate", "call_id", "token") + CALL_SETTING_KEYS
 
 
 def _mix(value: Any, where: str) -> str:
-    if value not in MIX_LEGS:
+    if not isinstance(value, str) or value not in MIX_LEGS:
         raise ClientError("bad_config", f"{where}: mix type must be one of "
                                         f"{', '.join(MIX_LEGS)}, got {value!r}")
     return value

@@ -100,8 +100,8 @@ class TwilioProtocol:
         start = _field(data, "start", dict, "start")
         call_id = _field(start, "callSid", str, "start")
         tracks = start.get("tracks", ["inbound"])
-        if (not isinstance(tracks, list) or not tracks or len(set(tracks)) != len(tracks)
-                or any(t not in TRACKS for t in tracks)):
+        if (not isinstance(tracks, list) or not tracks or any(t not in TRACKS for t in tracks)
+                or len(set(tracks)) != len(tracks)):  # (names only: set() of a list raises)
             raise ClientError("bad_message", f"start: tracks must be a list of "
                                              f"{' / '.join(TRACKS)}, got {tracks!r}")
         media_format = _field(start, "mediaFormat", dict, "start")
@@ -166,7 +166,7 @@ class TwilioProtocol:
             raise ClientError("bad_message", "dtmf before start")
         dtmf = _field(data, "dtmf", dict, "dtmf")
         digit = dtmf.get("digit")
-        if digit not in DTMF_DIGITS:
+        if not isinstance(digit, str) or digit not in DTMF_DIGITS:
             raise ClientError("bad_message", f"dtmf: invalid digit {digit!r}")
         track = str(dtmf.get("track", "")).removesuffix("_track")
         return [CallDtmf(digit, self.tracks.index(track) if track in self.tracks else None)]
