@@ -83,3 +83,23 @@ def test_audiofork_unhashable_mix_type_is_bad_config(mix):
     with pytest.raises(ClientError) as e:
         AudioForkProtocol({}, "call-1").receive(json.dumps({"mixType": mix}))
     assert e.value.kind == "bad_config" and "mix type must be one of" in str(e.value)
+
+
+# -- Infinity / NaN where an integer was due ----------------------------------------------------
+@pytest.mark.parametrize("timestamp", ["Infinity", "-Infinity", "NaN"])
+def test_twilio_timestamp_infinity_is_bad_message(timestamp):
+    media = '{"event": "media", "media": {"payload": "", "timestamp": %s}}' % timestamp
+    with pytest.raises(ClientError) as e:
+        twilio(START, media)
+    assert e.value.kind == "bad_message" and "timestamp must be milliseconds" in str(e.value)
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("sample_rate", "Infinity", "must be an integer"), ("sample_rate", "NaN", "must be an integer"),
+    ("max_alternatives", "-Infinity", "must be an integer"),
+    ("sample_rate", "1" + "0" * 400, "must be in [8000, 96000]"),
+])
+def test_vosk_config_integer_infinity_is_bad_config(key, value, text):
+    with pytest.raises(ClientError) as e:
+        vosk('{"config": {"%s": %s}}' % (key, value))
+    assert e.value.kind == "bad_config" and text in str(e.value)

@@ -150,7 +150,7 @@ class TwilioProtocol:
             return 0
         try:
             at = int(timestamp) * TWILIO_RATE // 1000
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
             raise ClientError("bad_message", f"media: timestamp must be milliseconds, got "
                                              f"{timestamp!r}") from None
         gap = at - self.placed[leg]

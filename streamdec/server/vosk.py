@@ -28,6 +28,7 @@ After ``{"eof" : 1}`` the last reply is the final result, then the server closes
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -61,7 +62,9 @@ class VoskSettings:
 
 
 def _integer(name: str, value, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or isinstance(value, float) and not math.isfinite(value)  # JSON NaN, Infinity
+            or value != int(value)):
         raise ClientError("bad_config", f"config {name} must be an integer, got {value!r}")
     if not low <= int(value) <= high:
         raise ClientError("bad_config", f"config {name} must be in [{low}, {high}], got {value}")
