@@ -103,3 +103,25 @@ def test_vosk_config_integer_infinity_is_bad_config(key, value, text):
     with pytest.raises(ClientError) as e:
         vosk('{"config": {"%s": %s}}' % (key, value))
     assert e.value.kind == "bad_config" and text in str(e.value)
+
+
+# -- an integer beyond a float's range where seconds were due -------------------------------------
+BIG = "1" + "0" * 400  # float(10**400): OverflowError
+
+
+def test_vosk_endpoint_rule_beyond_a_float_is_bad_config():
+    with pytest.raises(ClientError) as e:
+        vosk('{"config": {"rule1_min_trailing_silence": %s}}' % BIG)
+    assert e.value.kind == "bad_config" and "must be a number of seconds" in str(e.value)
+
+
+def test_audiofork_metadata_endpoint_rule_beyond_a_float_is_bad_config():
+    from streamdec.endpoint import EndpointConfig
+    from streamdec.server.call_settings import call_settings
+    from streamdec.server.endpointing import EndpointLimits
+
+    [started] = AudioForkProtocol({}, "call-1").receive(
+        '{"callSid": "c", "rule2_min_trailing_silence": %s}' % BIG)
+    with pytest.raises(ClientError) as e:
+        call_settings(started.settings, EndpointConfig(), EndpointLimits())
+    assert e.value.kind == "bad_config" and "metadata: rule2_min_trailing_silence" in str(e.value)

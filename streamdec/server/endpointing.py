@@ -43,7 +43,7 @@ def _seconds(key: str, value, high: float, text: bool) -> float:
         raise ConfigError(f"{key} must be a number of seconds, got {value!r}")
     try:
         seconds = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's
         raise ConfigError(f"{key} must be a number of seconds, got {value!r}") from None
     if not math.isfinite(seconds) or not 0 <= seconds <= high:
         raise ConfigError(f"{key} must be in [0, {high:g}] seconds (the server's limit), "
