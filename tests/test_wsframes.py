@@ -303,7 +303,7 @@ class Transport:
     """The socket boundary of an asyncio protocol: writes recorded, reading paused or not."""
 
     def __init__(self) -> None:
-        self.written, self.paused, self.closed = b"", False, False
+        self.written, self.paused, self.closed, self.aborted = b"", False, False, False
 
     def write(self, data: bytes) -> None:
         self.written += data
@@ -319,6 +319,9 @@ class Transport:
 
     def close(self) -> None:
         self.closed = True
+
+    def abort(self) -> None:
+        self.closed = self.aborted = True
 
     def get_extra_info(self, name: str, default=None):
         return {"peername": ("127.0.0.1", 5), "sockname": ("127.0.0.1", 6)}.get(name, default)
@@ -457,6 +460,57 @@ def test_text_messages_go_out_as_the_frames_websockets_writes():
         assert proto.close_sent
         with pytest.raises(RuntimeError, match="after sending 'websocket.close'"):  # uvicorn's
             await proto.send({"type": "websocket.send", "text": "after"})
+        stop(proto)
+
+    asyncio.run(main())
+
+
+# -- peers that misbehave (bench/hostile.py tries each against a whole server) ----------------
+def close_frame(code: int, reason: str) -> bytes:
+    from websockets.frames import Close, Frame, Opcode
+
+    return Frame(Opcode.CLOSE, Close(code, reason).serialize()).serialize(mask=False,
+                                                                         extensions=[])
+
+
+def test_a_peer_that_reads_nothing_gets_no_pongs_and_is_cut_after_the_write_timeout(caplog):
+    async def main():
+        proto, transport = await handshaken()
+        proto.write_timeout = 0.2 * UNIT
+        proto.data_received(frame(0x9, b"p1"))  # writes flow: answered
+        assert transport.written.endswith(b"p1") and transport.written[0] == 0x8A
+        transport.written = b""
+        proto.pause_writing()  # the peer reads nothing: the transport's buffer is full
+        proto.data_received(frame(0x9, b"p2") * 1000)  # a ping flood: no pong piles up
+        assert transport.written == b""
+        proto.resume_writing()  # it read again in time: not cut
+        await asyncio.sleep(0.3 * UNIT)
+        assert not transport.aborted
+        proto.pause_writing()
+        with caplog.at_level("WARNING", logger="streamdec.server"):
+            await asyncio.sleep(0.1 * UNIT)
+            assert not transport.aborted
+            await asyncio.sleep(0.2 * UNIT)
+        assert transport.aborted  # paused for write_timeout: cut
+        events = [json.loads(r.getMessage()) for r in caplog.records
+                  if "write_stalled" in r.getMessage()]
+        assert [(e["why"], e["seconds"]) for e in events] == [("writes paused", 0.2 * UNIT)]
+        stop(proto)
+
+    asyncio.run(main())
+
+
+def test_a_close_the_peer_never_completes_is_cut():
+    async def main():
+        proto, transport = await handshaken()
+        proto.write_timeout = 0.1 * UNIT
+        proto.close_timeout = 0.1 * UNIT
+        await proto.send({"type": "websocket.close", "code": 1008, "reason": "idle"})
+        assert transport.written == close_frame(1008, "idle")
+        await asyncio.sleep(0.15 * UNIT)  # uvicorn's close_timeout: closed (unsent bytes
+        assert transport.closed and not transport.aborted  # would keep it open)
+        await asyncio.sleep(0.15 * UNIT)  # and write_timeout after it: cut
+        assert transport.aborted
         stop(proto)
 
     asyncio.run(main())

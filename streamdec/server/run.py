@@ -12,13 +12,15 @@ return 0. A second signal exits at once (status 128 + signal number).
 
 uvicorn's own signal handling is turned off: it would close WebSockets with 1012 before
 their last results are sent. Its WebSocket protocol is ``wsframes.FastBinaryProtocol``
-(websockets-sansio, with audio frames read directly).
+(websockets-sansio, with audio frames read directly; a peer that reads nothing is cut off
+after ``idle_timeout_seconds``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -96,7 +98,9 @@ def _uvicorn_config(app, context: ServerContext) -> uvicorn.Config:
         # the app refuses messages over max_message_bytes with an error message; the
         # WebSocket layer cuts off anything far larger before reading it
         ws_max_size=4 * config.max_message_bytes, ws_per_message_deflate=False,
-        ws=FastBinaryProtocol,  # websockets-sansio, whole binary frames read directly
+        # websockets-sansio, whole binary frames read directly; a peer that reads nothing
+        # for idle_timeout_seconds is cut off
+        ws=functools.partial(FastBinaryProtocol, write_timeout=config.idle_timeout_seconds),
         ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
         timeout_graceful_shutdown=5)
 

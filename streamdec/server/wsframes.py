@@ -30,9 +30,25 @@ written to (its transport not paused) and negotiated no extension becomes one un
 FIN text frame (byte 0 ``0x81``, the 7-, 16- or 64-bit length, the UTF-8 payload: the
 bytes websockets would write) in one ``transport.write``; anything else (binary, close,
 a connection closing or whose writes are paused) is uvicorn's ``send``, unchanged.
+
+What uvicorn leaves to the app, for peers that misbehave (``bench/hostile.py`` tries each):
+
+- a peer that reads nothing of what is sent to it: while its writes are paused (the
+  transport's buffer over its high-water mark), its pings get no pong (websockets would
+  queue one per ping, and a ping flood that never reads grew the server's memory by the
+  size of the flood); once paused for ``write_timeout`` seconds (the server's
+  ``idle_timeout_seconds``), the connection is cut (TCP reset, logged as
+  ``write_stalled``): a send waiting on it would otherwise wait for ever, and a closed
+  transport with unsent bytes is never released;
+- a closing handshake the peer never completes: uvicorn closes the transport
+  ``close_timeout`` seconds after its close frame, which waits for unsent bytes to be
+  written; ``write_timeout`` seconds later still open, it is cut as above.
 """
 
 from __future__ import annotations
+
+import json
+import logging
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.frames import apply_mask
@@ -48,6 +64,8 @@ _FIN_BINARY = _FIN | 0x2
 _MASKED = 0x80  # byte 1
 _STAY_FAST = (0x1, 0x9, 0xA)  # a whole text frame, a ping, a pong: uvicorn's, then on
 _FIN_TEXT = bytes([_FIN | 0x1])
+
+log = logging.getLogger("streamdec.server")
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -84,11 +102,51 @@ def frame_extent(data: bytes | bytearray, pos: int) -> tuple[int, int] | None:
 class FastBinaryProtocol(WebSocketsSansIOProtocol):
     """``WebSocketsSansIOProtocol`` that reads whole binary frames itself (module notes)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, write_timeout: float | None = None, **kwargs) -> None:
+        """``write_timeout``: cut a peer whose writes stay paused this long (None: never;
+        module notes)."""
         super().__init__(*args, **kwargs)
         self.fast: bool | None = None  # None: not decided yet (the handshake is not done)
         self._partial = bytearray()  # the start of a frame not all received yet
         self.binary_sink = None  # the app's taker of whole binary payloads (module notes)
+        self.write_timeout = write_timeout
+        self._cut_timer = None  # cuts the connection: writes paused, or a close not done
+
+    # -- peers that read nothing, or never finish closing (module notes) -----------------------
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._cut_after(self.write_timeout, "writes paused")
+
+    def resume_writing(self) -> None:
+        if self._cut_timer is not None and not self.close_sent:
+            self._cut_timer.cancel()
+            self._cut_timer = None
+        super().resume_writing()
+
+    def connection_lost(self, exc) -> None:
+        if self._cut_timer is not None:
+            self._cut_timer.cancel()
+            self._cut_timer = None
+        super().connection_lost(exc)
+
+    def _cut_after(self, delay: float | None, why: str) -> None:
+        if delay is not None and self._cut_timer is None and not self.disconnected:
+            self._cut_timer = self.loop.call_later(delay, self._cut, why, delay)
+
+    def _cut(self, why: str, delay: float) -> None:
+        self._cut_timer = None
+        if self.disconnected:
+            return
+        client = self.client
+        log.warning(json.dumps({"event": "write_stalled", "peer": "%s:%d" % client if client
+                                else "-", "why": why, "seconds": delay}))
+        self.transport.abort()
+
+    def handle_ping(self) -> None:
+        if self.writable.is_set():
+            super().handle_ping()
+        else:  # the peer reads nothing: no pong to pile up (the flood's size in memory)
+            self.conn.data_to_send()
 
     def handle_connect(self, event) -> None:
         super().handle_connect(event)
@@ -162,6 +220,14 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
             self.transport.write(text_frame(text.encode()))
             return
         await super().send(message)
+        if message["type"] == "websocket.close" and self.close_sent:
+            # uvicorn closes the transport close_timeout after its close frame; a peer
+            # that reads nothing keeps a closed transport with unsent bytes open for good
+            if self._cut_timer is not None:
+                self._cut_timer.cancel()
+                self._cut_timer = None
+            if self.write_timeout is not None:
+                self._cut_after(self.close_timeout + self.write_timeout, "close not done")
 
     def _leave(self, rest: bytes | bytearray) -> None:
         """Hand the rest of the bytes, and all that follow, to uvicorn's own handling."""
