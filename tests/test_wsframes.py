@@ -473,6 +473,21 @@ def close_frame(code: int, reason: str) -> bytes:
                                                                          extensions=[])
 
 
+def test_a_text_message_that_is_not_utf8_closes_1007_without_a_traceback(caplog):
+    async def main():
+        proto, transport = await handshaken()
+        with caplog.at_level("INFO"):
+            proto.data_received(frame(0x1, b"ok \xff\xfe"))  # uvicorn logged a traceback
+        assert transport.written == close_frame(1007, "text message is not valid UTF-8")
+        assert transport.closed
+        assert proto.queue.get_nowait() == {"type": "websocket.disconnect", "code": 1007,
+                                            "reason": "text message is not valid UTF-8"}
+        assert [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")] == []
+        stop(proto)
+
+    asyncio.run(main())
+
+
 def test_a_peer_that_reads_nothing_gets_no_pongs_and_is_cut_after_the_write_timeout(caplog):
     async def main():
         proto, transport = await handshaken()

@@ -33,6 +33,8 @@ a connection closing or whose writes are paused) is uvicorn's ``send``, unchange
 
 What uvicorn leaves to the app, for peers that misbehave (``bench/hostile.py`` tries each):
 
+- a text message that is not UTF-8 closes the connection with 1007, as uvicorn does, but
+  without the traceback uvicorn logs for each one;
 - a peer that reads nothing of what is sent to it: while its writes are paused (the
   transport's buffer over its high-water mark), its pings get no pong (websockets would
   queue one per ping, and a ping flood that never reads grew the server's memory by the
@@ -147,6 +149,19 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
             super().handle_ping()
         else:  # the peer reads nothing: no pong to pile up (the flood's size in memory)
             self.conn.data_to_send()
+
+    def send_receive_event_to_app(self) -> None:
+        """uvicorn's, except that a text message that is not UTF-8 closes with 1007
+        without a traceback in the log."""
+        if self.curr_msg_data_type == "text" and not self.close_sent:
+            try:
+                b"".join(self.frames).decode()
+            except UnicodeDecodeError:
+                self.frames = []
+                self.conn.send_close(1007, "text message is not valid UTF-8")
+                self.handle_parser_exception()
+                return
+        super().send_receive_event_to_app()
 
     def handle_connect(self, event) -> None:
         super().handle_connect(event)
