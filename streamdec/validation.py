@@ -94,3 +94,5 @@ def read_toml(path: Path, what: str) -> dict:
         raise ConfigError(f"{path}: cannot read {what} file ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{path}: not valid TOML (arrays or tables nested too deep)") from None

@@ -125,3 +125,17 @@ def test_audiofork_metadata_endpoint_rule_beyond_a_float_is_bad_config():
     with pytest.raises(ClientError) as e:
         call_settings(started.settings, EndpointConfig(), EndpointLimits())
     assert e.value.kind == "bad_config" and "metadata: rule2_min_trailing_silence" in str(e.value)
+
+
+# -- TOML nested too deep -------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000, "a = " + "{b = " * 5000])
+def test_config_and_catalog_nested_too_deep_are_config_errors(tmp_path, text):
+    from streamdec.appconfig import load_config
+    from streamdec.errors import ConfigError
+    from streamdec.hub.catalog import load_catalog
+
+    path = tmp_path / "deep.toml"
+    path.write_text(text)
+    for load in (load_config, load_catalog):
+        with pytest.raises(ConfigError, match="nested too deep"):
+            load(path)
