@@ -13,7 +13,8 @@ return 0. A second signal exits at once (status 128 + signal number).
 uvicorn's own signal handling is turned off: it would close WebSockets with 1012 before
 their last results are sent. Its WebSocket protocol is ``wsframes.FastBinaryProtocol``
 (websockets-sansio, with audio frames read directly; a peer that reads nothing is cut off
-after ``idle_timeout_seconds``).
+after ``idle_timeout_seconds``), its HTTP protocol ``deadlines.HeadDeadline`` (a request
+head not whole after ``idle_timeout_seconds`` is answered 408).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ..errors import ConfigError
 from .app import create_app
 from .calls import serve_audiosocket
 from .context import ServerContext
+from .deadlines import HeadDeadline
 from .wsframes import FastBinaryProtocol
 
 __all__ = ["serve", "bind", "run_loop"]
@@ -101,6 +103,8 @@ def _uvicorn_config(app, context: ServerContext) -> uvicorn.Config:
         # websockets-sansio, whole binary frames read directly; a peer that reads nothing
         # for idle_timeout_seconds is cut off
         ws=functools.partial(FastBinaryProtocol, write_timeout=config.idle_timeout_seconds),
+        # a request head (a handshake too) not whole in idle_timeout_seconds: 408, closed
+        http=functools.partial(HeadDeadline, head_timeout=config.idle_timeout_seconds),
         ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
         timeout_graceful_shutdown=5)
 
