@@ -12,10 +12,17 @@ shows the formatted text and words (``streamdec.textfmt``).
 The audio is decoded by the engine like any live stream, batched with them.
 
 ``render`` (pure) makes each format's body from the final results.
+
+The body is read with two limits as it arrives (``_Body``): more than ``max_upload_bytes``
+(and the form's own few bytes) is refused with 413 at once, not once the whole body has
+been spooled to disk (a chunked body has no Content-Length to refuse it by); no bytes for
+``idle_timeout_seconds`` is answered 408 (a body that stops mid-way held the request for
+good). Both close the connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from typing import Sequence
@@ -86,6 +93,37 @@ def render(finals: Sequence[Result], fmt: str, duration: float,
     return body, _MEDIA[fmt]
 
 
+#: the form's bytes beside the file (boundaries, headers, small fields) allowed over
+#: ``max_upload_bytes``
+FORM_SLACK = 64 * 1024
+
+
+class _Body:
+    """The request's ASGI ``receive``, as the form parser reads it, with its limits (module
+    notes): ``failure`` is then (status, reason) and UploadError is raised."""
+
+    def __init__(self, receive, idle: float, limit: int) -> None:
+        self._receive, self.idle, self.limit = receive, idle, limit
+        self.received = 0
+        self.failure: tuple[int, str, str] | None = None
+
+    def _fail(self, status: int, reason: str, kind: str) -> UploadError:
+        self.failure = (status, reason, kind)
+        return UploadError(reason)
+
+    async def __call__(self) -> dict:
+        try:
+            message = await asyncio.wait_for(self._receive(), self.idle)
+        except asyncio.TimeoutError:
+            raise self._fail(408, f"no upload data for {self.idle:g} s", "timeout") from None
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit + FORM_SLACK:
+                raise self._fail(413, f"upload is over the limit of {self.limit} bytes",
+                                 "too_big")
+        return message
+
+
 def check_fields(names) -> None:
     message = unknown_names(names, _FIELDS, "field")
     if message:
@@ -95,24 +133,29 @@ def check_fields(names) -> None:
 async def transcribe_upload(context, request):
     """The endpoint: refusals (401/503), a bad request (400), too large a file (413)."""
     from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
 
     def error(status: int, message: str, kind: str) -> Response:
         context.metrics.errors.labels(kind).inc()
-        return JSONResponse({"error": {"message": message, "type": kind}}, status)
+        headers = {"connection": "close"} if status in (408, 413) else None  # body unread
+        return JSONResponse({"error": {"message": message, "type": kind}}, status, headers)
 
     refusal = context.refusal(request.headers, request.query_params)
     if refusal is not None:
         return JSONResponse({"error": {"message": refusal.reason, "type": "refused"}},
                             refusal.status)
     limit = context.config.max_upload_bytes
-    if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
+    if int(request.headers.get("content-length") or 0) > limit + FORM_SLACK:
         return error(413, f"upload is over the limit of {limit} bytes", "too_big")
     context.admit("http")
+    body = _Body(request.receive, context.config.idle_timeout_seconds, limit)
     try:
         try:
-            form = await request.form(max_files=1, max_fields=16)
-        except Exception as e:  # not multipart, or a malformed one
+            form = await Request(request.scope, body).form(max_files=1, max_fields=16)
+        except Exception as e:  # not multipart, or a malformed one, or over a limit
+            if body.failure is not None:
+                return error(*body.failure)
             return error(400, f"expected a multipart/form-data body with 'file' ({e})",
                          "bad_request")
         try:
