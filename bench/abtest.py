@@ -26,7 +26,7 @@ if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
 from devset import Utterance, dev_set  # noqa: E402
-from peer import SHERPA_METHODS  # noqa: E402
+from peer import SHERPA_METHODS, add_model_options  # noqa: E402
 
 __all__ = ["alternate", "spread", "ratio", "machine", "load_average", "bench_parser",
            "int_list", "workload", "write_report", "print_table", "main"]
@@ -125,7 +125,7 @@ def bench_parser(doc: str, streams: str, seconds: float, runs: int) -> argparse.
     ap.add_argument("--runs", type=int, default=runs,
                     help=f"A/B alternated runs per configuration (default {runs})")
     ap.add_argument("--dev", default="espeak", help="dev set: espeak or flite")
-    ap.add_argument("--model-dir", help="model folder (default: the built-in model)")
+    add_model_options(ap)
     return ap
 
 

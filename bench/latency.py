@@ -40,8 +40,8 @@ sys.path.insert(0, str(HERE))
 
 from abtest import (alternate, bench_parser, load_average, machine, print_table,  # noqa: E402
                     ratio, spread, main, workload)
-from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
-from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
+from peer import SHERPA_METHODS, model_config, model_report, sherpa_recognizer  # noqa: E402
+from streamdec import Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.engine import Engine, EngineConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
@@ -268,12 +268,11 @@ def measure(args) -> dict:
     load_before = load_average()
     rows = []
     for threads in args.threads:
-        rec = Recognizer(RecognizerConfig(model=ModelConfig(model_dir=args.model_dir,
-                                                            num_threads=threads)))
-        report["setup"]["model_dir"] = str(rec.config.model.path)
+        rec = Recognizer(RecognizerConfig(model=model_config(args, threads)))
+        report["setup"]["model"] = model_report(rec.model_files, args.int8)
         for method in searches:
             args.search_config = SearchConfig(method=method, beam=args.beam)
-            srec = sherpa_recognizer(rec.config.model.path, rec.meta.model_type,
+            srec = sherpa_recognizer(rec.model_files, rec.meta.model_type,
                                      SHERPA_METHODS[method], args.beam, threads, endpoint=True)
             for k in args.streams:
                 audios = [stream_audio(utts, 7 * i, args.seconds) for i in range(k)]

@@ -112,6 +112,7 @@ sys.path.insert(0, str(HERE))
 from abtest import (alternate, int_list, load_average, machine, print_table,  # noqa: E402
                     ratio, search_list, spread, write_report)
 from latency import Pacing, percentiles, sherpa_extra_frames  # noqa: E402
+from peer import add_model_options, model_config, model_report, serve_model_args  # noqa: E402
 from servers import PEERS, REPORT_KEYS, Settings, Target, proc_sample  # noqa: E402
 
 RATE = 16000
@@ -646,7 +647,7 @@ def add_peer_arguments(p: argparse.ArgumentParser) -> None:
                    help="ONNX Runtime threads per session, both servers (default 1)")
     g.add_argument("--max-batch", type=int, default=32,
                    help="streams decoded in one batch, both servers (default 32)")
-    g.add_argument("--model-dir", help="model folder (default: the built-in model)")
+    add_model_options(g)
     g.add_argument("--server-arg", action="append", default=[],
                    help="extra argument for streamdec serve (repeat)")
     g.add_argument("--b-arg", action="append", default=[],
@@ -671,7 +672,8 @@ def peer_list(text: str) -> list[str]:
 
 def peer_starts(args, rec, search: str) -> dict[str, Callable[[], Target]]:
     """Report key -> how to start that server with ``search``."""
-    settings = Settings(model_dir=rec.config.model.path, model_type=rec.meta.model_type,
+    settings = Settings(files=rec.model_files, model_args=tuple(serve_model_args(args)),
+                        model_type=rec.meta.model_type,
                         search=search, beam=args.beam, threads=args.threads,
                         max_batch=args.max_batch, streamdec_args=tuple(args.server_arg),
                         sherpa_args=tuple(args.sherpa_arg))
@@ -690,7 +692,7 @@ def chunk_pacing(args, rec, server_name: str) -> Pacing:
     if server_name == REPORT_KEYS["sherpa-onnx"]:
         from peer import sherpa_recognizer
 
-        srec = sherpa_recognizer(rec.config.model.path, rec.meta.model_type, "greedy_search",
+        srec = sherpa_recognizer(rec.model_files, rec.meta.model_type, "greedy_search",
                                  args.beam, endpoint=True)
         extra = sherpa_extra_frames(srec, rec.meta, rec.config.features)
     return Pacing(0.0, int(args.chunk_ms * RATE / 1000), rec.meta, rec.config.features, extra)
@@ -699,17 +701,18 @@ def chunk_pacing(args, rec, server_name: str) -> Pacing:
 # -- the report --------------------------------------------------------------------------------
 def measure(args) -> dict:
     from devset import dev_set
-    from streamdec import ModelConfig, Recognizer, RecognizerConfig
+    from streamdec import Recognizer, RecognizerConfig
 
     utts = [u.samples.astype(np.float32) for u in dev_set("espeak", args.utterances)]
-    rec = Recognizer(RecognizerConfig(model=ModelConfig(model_dir=args.model_dir)))
+    rec = Recognizer(RecognizerConfig(model=model_config(args)))
     load_before = load_average()
     report: dict = {"setup": {
         "benchmark": "load", "command": " ".join(sys.argv), "streams": args.streams,
         "seconds": args.seconds, "grace": args.grace, "warmup": args.warmup,
         "chunk_ms": args.chunk_ms, "spread": args.spread, "gap": args.gap,
         "utterances": args.utterances,
-        "runs": args.runs, "model_dir": str(rec.config.model.path), "search": args.search,
+        "runs": args.runs, "model_dir": str(rec.config.model.path),
+        "model": model_report(rec.model_files, args.int8), "search": args.search,
         "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
         "server_args": args.server_arg, "b_args": args.b_arg,
         "b_tree": str(args.b_tree) if args.b_tree else None,
@@ -776,7 +779,7 @@ def measure(args) -> dict:
     return report
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
@@ -805,6 +808,11 @@ def main() -> int:
     p.add_argument("--message-cost", type=int, default=0, metavar="M",
                    help="first measure server CPU per message with M messages")
     add_peer_arguments(p)
+    return p
+
+
+def main() -> int:
+    p = parser()
     args = p.parse_args()
     if args.url and args.pid is None:
         p.error("--url needs --pid")

@@ -38,8 +38,8 @@ sys.path.insert(0, str(HERE))
 from abtest import (alternate, bench_parser, load_average, machine, print_table,  # noqa: E402
                     ratio, spread, main, workload)
 from batch_decode import decode_sherpa, decode_streamdec  # noqa: E402
-from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
-from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
+from peer import SHERPA_METHODS, model_config, model_report, sherpa_recognizer  # noqa: E402
+from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.models import load_model  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
@@ -121,17 +121,16 @@ def measure(args) -> dict:
     load_before = load_average()
     rows = []
     for threads in args.threads:
-        config = RecognizerConfig(model=ModelConfig(model_dir=args.model_dir,
-                                                    num_threads=threads),
+        config = RecognizerConfig(model=model_config(args, threads),
                                   endpoint=EndpointConfig(enabled=False))
         model = InstrumentedModel(load_model(config.model, config.features))
         rec = Recognizer(config, model=model)
         meta = rec.meta
-        report["setup"]["model_dir"] = str(config.model.path)
+        report["setup"]["model"] = model_report(rec.model_files, args.int8)
         for method in searches:
             search = SearchConfig(method=method, beam=args.beam)
             step = TimedStep(rec.resources.search(search))
-            srec = sherpa_recognizer(config.model.path, meta.model_type,
+            srec = sherpa_recognizer(rec.model_files, meta.model_type,
                                      SHERPA_METHODS[method], args.beam, threads)
             for k in args.streams:
                 decode_streamdec(rec, utts, k, search)  # warms the decoder cache

@@ -1,25 +1,95 @@
-"""The peer the benchmarks compare with: sherpa-onnx (``OnlineRecognizer``) on the same model
-files, with the same search and ONNX Runtime thread count."""
+"""The model and the peer the benchmarks compare with: sherpa-onnx (``OnlineRecognizer``, and
+its C++ server in ``servers.py``) on the same model files, with the same search and ONNX
+Runtime thread count.
+
+One home for the model every benchmark runs on (``add_model_options``): ``--model-dir DIR``
+(default the built-in model), ``--int8`` (the ``*.int8.onnx`` files) and ``--model-variant``
+(one of several ``chunk-N-left-M`` sets), chosen by streamdec's own rules
+(``streamdec.models.files``); sherpa-onnx is then given exactly the files streamdec chose
+(``model_files``), never names guessed from the directory. ``model_report`` is what a
+report records about them: the files and their sizes, and the provenance of a model made by
+``make-sized-models`` (its ``summary.json`` one folder up: parameter counts, random
+weights)."""
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
-__all__ = ["SHERPA_METHODS", "sherpa_recognizer"]
+from streamdec.models import ModelConfig
+from streamdec.models.files import ModelFiles, find_model_files
+
+__all__ = ["SHERPA_METHODS", "add_model_options", "model_config", "model_files",
+           "model_report", "serve_model_args", "sherpa_recognizer"]
 
 #: streamdec search method -> sherpa-onnx decoding_method
 SHERPA_METHODS = {"greedy": "greedy_search", "modified_beam": "modified_beam_search"}
 
 
-def sherpa_recognizer(model_dir: Path, model_type: str, method: str, beam: int,
+def add_model_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--model-dir``, ``--int8``, ``--model-variant``: the model both peers load."""
+    p.add_argument("--model-dir", help="model folder, e.g. a published streaming zipformer "
+                   "(default: the built-in model)")
+    p.add_argument("--int8", action="store_true",
+                   help="the *.int8.onnx files (per network, where the folder has one), for "
+                        "both peers")
+    p.add_argument("--model-variant", metavar="NAME",
+                   help="which of several chunk/left variants of the folder, e.g. "
+                        "chunk-16-left-64 (default: the largest left context)")
+
+
+def model_config(args: argparse.Namespace, threads: int = 1) -> ModelConfig:
+    """The ModelConfig of ``add_model_options``' flags, with ``threads`` intra-op threads."""
+    return ModelConfig(model_dir=args.model_dir, int8=args.int8, variant=args.model_variant,
+                       num_threads=threads)
+
+
+def model_files(args: argparse.Namespace) -> ModelFiles:
+    """The encoder, decoder, joiner and tokens files the flags choose (ModelLoadError when the
+    folder has none or is ambiguous)."""
+    return find_model_files(model_config(args))
+
+
+def serve_model_args(args: argparse.Namespace) -> list[str]:
+    """The same choice as ``streamdec serve`` flags (the model folder as a user names it)."""
+    out = ["--model", str(model_config(args).path)]
+    if args.int8:
+        out.append("--int8")
+    if args.model_variant:
+        out += ["--model-variant", args.model_variant]
+    return out
+
+
+def model_report(files: ModelFiles, int8: bool) -> dict:
+    """What a report records about the model: the folder, the files chosen and their bytes,
+    and, for a folder made by make-sized-models, its entry of ``../summary.json``."""
+    report = {"model_dir": str(files.directory), "int8": int8, "variant": files.variant,
+              "fallbacks": list(files.fallbacks),
+              "files": {role: {"name": path.name, "bytes": path.stat().st_size}
+                        for role, path in (("encoder", files.encoder), ("decoder", files.decoder),
+                                           ("joiner", files.joiner), ("tokens", files.tokens))}}
+    summary = files.directory.parent / "summary.json"
+    if summary.is_file():
+        entry = json.loads(summary.read_text(encoding="utf-8")).get("models", {}).get(
+            files.directory.name)
+        if entry is not None:
+            report["provenance"] = {
+                "summary": str(summary), "weights": "random (make-sized-models)",
+                **{k: entry[k] for k in ("script", "num_model_parameters",
+                                         "exported_parameters") if k in entry}}
+    return report
+
+
+def sherpa_recognizer(files: ModelFiles, model_type: str, method: str, beam: int,
                       threads: int = 1, endpoint: bool = False):
-    """A sherpa-onnx recognizer; ``method`` is sherpa-onnx's name (``greedy_search``,
-    ``modified_beam_search``); ``endpoint``: its default endpoint rules (the same three
-    rules as streamdec's defaults)."""
+    """A sherpa-onnx recognizer on ``files``; ``method`` is sherpa-onnx's name
+    (``greedy_search``, ``modified_beam_search``); ``endpoint``: its default endpoint rules
+    (the same three rules as streamdec's defaults)."""
     import sherpa_onnx
 
     return sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(model_dir / "tokens.txt"), encoder=str(model_dir / "encoder.onnx"),
-        decoder=str(model_dir / "decoder.onnx"), joiner=str(model_dir / "joiner.onnx"),
-        num_threads=threads, sample_rate=16000, feature_dim=80, decoding_method=method,
-        max_active_paths=beam, model_type=model_type, enable_endpoint_detection=endpoint)
+        tokens=str(files.tokens), encoder=str(files.encoder), decoder=str(files.decoder),
+        joiner=str(files.joiner), num_threads=threads, sample_rate=16000, feature_dim=80,
+        decoding_method=method, max_active_paths=beam, model_type=model_type,
+        enable_endpoint_detection=endpoint)

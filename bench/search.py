@@ -117,7 +117,7 @@ def run(args, tmp: Path) -> dict:
         print(f"{method:14s} {json.dumps(report['searches'][method])}", file=sys.stderr)
     tail = rec.meta.chunk_frames
     for ours, method in SHERPA_METHODS.items():
-        srec = sherpa_recognizer(model_dir, rec.meta.model_type, method, args.beam)
+        srec = sherpa_recognizer(rec.model_files, rec.meta.model_type, method, args.beam)
         rates = error_rates(refs, sherpa_run(srec, utts, args.batch, tail)[1])
         single = [sherpa_run(srec, timing, 1, tail)[0] / audio_timing for _ in range(args.runs)]
         batched = [audio_timing / sherpa_run(srec, timing, args.batch, tail)[0]

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Callable
 
 from peer import SHERPA_METHODS
+from streamdec.models.files import ModelFiles
 
 __all__ = ["Settings", "Target", "ServerLog", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
-           "serve_streamdec", "start_streamdec", "start_sherpa_onnx", "sherpa_server_binary"]
+           "serve_streamdec", "start_streamdec", "start_sherpa_onnx", "sherpa_server_args",
+           "sherpa_server_binary"]
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 120.0  # seconds for a server to load its model and listen
@@ -36,7 +38,8 @@ START_TIMEOUT = 120.0  # seconds for a server to load its model and listen
 @dataclass(frozen=True)
 class Settings:
     """What both servers are given alike."""
-    model_dir: Path
+    files: ModelFiles  # the model files (peer.model_files: --model-dir, --int8, --model-variant)
+    model_args: tuple[str, ...]  # the same choice as streamdec serve flags (peer.serve_model_args)
     model_type: str  # the encoder's model_type metadata (sherpa-onnx needs it named)
     search: str = "greedy"  # greedy or modified_beam
     beam: int = 4  # modified_beam: max active paths
@@ -206,7 +209,7 @@ def serve_streamdec(port: int, args: list[str], source: Path = REPO
 def start_streamdec(settings: Settings) -> Target:
     port = free_port()
     proc, log = serve_streamdec(port, [
-        "--model", str(settings.model_dir), "--search", settings.search,
+        *settings.model_args, "--search", settings.search,
         "--beam", str(settings.beam), "--num-threads", str(settings.threads),
         "--max-batch", str(settings.max_batch), *settings.streamdec_args], settings.source)
     cmd = proc.args
@@ -229,18 +232,22 @@ def sherpa_server_binary() -> Path:
     raise SystemExit("sherpa-onnx-bin has no sherpa-onnx-online-websocket-server")
 
 
+def sherpa_server_args(settings: Settings) -> list[str]:
+    """The C++ server's options for ``settings`` (the model files streamdec chose)."""
+    m = settings.files
+    return [f"--tokens={m.tokens}", f"--encoder={m.encoder}", f"--decoder={m.decoder}",
+            f"--joiner={m.joiner}", f"--model-type={settings.model_type}",
+            f"--decoding-method={SHERPA_METHODS[settings.search]}",
+            f"--max-active-paths={settings.beam}", f"--num-threads={settings.threads}",
+            f"--max-batch-size={settings.max_batch}"]
+
+
 def start_sherpa_onnx(settings: Settings) -> Target:
     import sherpa_onnx
 
     port = free_port()
     logs = tempfile.TemporaryDirectory(prefix="sherpa-server-")
-    m = settings.model_dir
-    cmd = [str(sherpa_server_binary()), f"--port={port}", f"--tokens={m / 'tokens.txt'}",
-           f"--encoder={m / 'encoder.onnx'}", f"--decoder={m / 'decoder.onnx'}",
-           f"--joiner={m / 'joiner.onnx'}", f"--model-type={settings.model_type}",
-           f"--decoding-method={SHERPA_METHODS[settings.search]}",
-           f"--max-active-paths={settings.beam}", f"--num-threads={settings.threads}",
-           f"--max-batch-size={settings.max_batch}",
+    cmd = [str(sherpa_server_binary()), f"--port={port}", *sherpa_server_args(settings),
            f"--log-file={Path(logs.name) / 'log.txt'}", *settings.sherpa_args]
     # its ONNX Runtime library lies in the sherpa_onnx package, found through an RPATH
     # relative to its install prefix, which a virtual environment moves

@@ -40,15 +40,14 @@ from abtest import (alternate, bench_parser, load_average, machine, print_table,
                     ratio, spread, main, workload)
 from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
                           decode_streamdec_engine, digest)
-from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
-from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
+from peer import SHERPA_METHODS, model_config, model_report, sherpa_recognizer  # noqa: E402
+from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 
-def make_recognizer(model_dir: str | None, threads: int) -> Recognizer:
-    return Recognizer(RecognizerConfig(
-        model=ModelConfig(model_dir=model_dir, num_threads=threads),
-        endpoint=EndpointConfig(enabled=False)))
+def make_recognizer(args, threads: int) -> Recognizer:
+    return Recognizer(RecognizerConfig(model=model_config(args, threads),
+                                       endpoint=EndpointConfig(enabled=False)))
 
 
 def profile(run, path: Path) -> None:
@@ -78,12 +77,12 @@ def measure(args) -> dict:
     load_before = load_average()
     rows = []
     for threads in args.threads:
-        rec = make_recognizer(args.model_dir, threads)
-        model_dir, meta = rec.config.model.path, rec.meta
-        report["setup"]["model_dir"] = str(model_dir)
+        rec = make_recognizer(args, threads)
+        meta = rec.meta
+        report["setup"]["model"] = model_report(rec.model_files, args.int8)
         for method in searches:
             search = SearchConfig(method=method, beam=args.beam)
-            srec = sherpa_recognizer(model_dir, meta.model_type, SHERPA_METHODS[method],
+            srec = sherpa_recognizer(rec.model_files, meta.model_type, SHERPA_METHODS[method],
                                      args.beam, threads)
             for k in args.streams:
                 for driver in args.drivers:
