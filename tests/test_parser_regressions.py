@@ -5,6 +5,8 @@ must now get the project's typed error (or be taken), never a stray exception.""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from streamdec.server.options import StreamOptions
 from streamdec.server.twilio import TwilioProtocol
 from streamdec.server.vosk import VoskSession
 
+REPO = Path(__file__).resolve().parents[1]
 DEEP = "[" * 100_000  # json.loads: RecursionError, not ValueError
 START = json.dumps({"event": "start", "start": {
     "callSid": "CA1", "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000}}})
@@ -139,3 +142,29 @@ def test_config_and_catalog_nested_too_deep_are_config_errors(tmp_path, text):
     for load in (load_config, load_catalog):
         with pytest.raises(ConfigError, match="nested too deep"):
             load(path)
+
+
+# -- an encoder whose first input is not (N, T, F) ----------------------------------------------
+@pytest.mark.parametrize("features, text", [
+    ("@x\tfloat\t", "input 0 must be the features (N, T, F), got shape []"),
+    ("@x\tfloat\tN,80", "input 0 must be the features (N, T, F), got shape ['N', 80]"),
+    ("@x\tfloat\tN,45,F", "input 0 must declare a fixed feature dim"),
+])
+def test_encoder_features_input_of_another_rank_is_a_model_load_error(tmp_path, features, text):
+    """Found by the fuzz campaign (bench/fuzz/crashes/onnx_meta/crash-f81bc81d...): an
+    encoder declaring a scalar first input raised IndexError reading its feature dim."""
+    sys.path.insert(0, str(REPO / "bench" / "fuzz"))
+    from fuzz_onnx_meta import model_bytes
+
+    from streamdec.errors import ModelLoadError
+    from streamdec.models.config import ModelConfig
+    from streamdec.models.onnx_backend import _fixed_batch, open_session, read_encoder_contract
+
+    path = tmp_path / "encoder.onnx"
+    path.write_bytes(model_bytes(f"model_type\tzipformer2\nT\t45\ndecode_chunk_len\t32\n"
+                                 f"{features}\n@cached_key_0\tfloat\t128,N,32\n"))
+    session = open_session(path, ModelConfig())
+    with pytest.raises(ModelLoadError) as e:
+        read_encoder_contract(session, path)
+    assert text in str(e.value)
+    assert _fixed_batch(session, path) is False  # a scalar input: no fixed batch, no IndexError

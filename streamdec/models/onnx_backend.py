@@ -137,7 +137,11 @@ def read_encoder_contract(session, path: Path) -> EncoderContract:
                              f"transducer family streamdec runs ({', '.join(FAMILIES)})")
     _check_features(meta, path)
     inputs = session.get_inputs()
-    feature_dim = inputs[0].shape[-1]
+    shape = list(inputs[0].shape) if inputs else None
+    if shape is None or len(shape) != 3:
+        raise ModelLoadError(f"{path}: input 0 must be the features (N, T, F), got "
+                             f"{'no input' if shape is None else f'shape {shape}'}")
+    feature_dim = shape[-1]
     if not isinstance(feature_dim, int):
         raise ModelLoadError(f"{path}: input 0 must declare a fixed feature dim")
     n_out = len(session.get_outputs())
@@ -169,8 +173,9 @@ def _check_features(meta: dict[str, str], path: Path) -> None:
 
 def _fixed_batch(session, path: Path) -> bool:
     """True when the session's batch size is fixed at 1; ModelLoadError for another size."""
-    batch = session.get_inputs()[0].shape[0]
-    if not isinstance(batch, int):
+    inputs = session.get_inputs()
+    batch = inputs[0].shape[0] if inputs and inputs[0].shape else None
+    if not isinstance(batch, int):  # (a scalar input or none: the test call will tell)
         return False
     if batch != 1:
         raise ModelLoadError(f"{path}: the export fixes the batch size at {batch}; streamdec "
