@@ -294,7 +294,7 @@ def test_a_new_subscriber_is_in_step_once_every_worker_answered_or_after_its_tim
         assert asyncio.run(main()) is True
     slow = [json.loads(r.message) for r in caplog.records if "call_link_slow" in r.message]
     assert slow == [{"event": "call_link_slow", "call_id": "d", "workers": [2]}]
-    assert IN_STEP_SECONDS == 5.0  # the wait README states
+    assert IN_STEP_SECONDS == 5.0  # the wait docs/server.md states
 
 
 # -- the links: real Unix sockets -----------------------------------------------------------------
@@ -428,8 +428,8 @@ def test_a_hub_alone_behaves_as_before(size):
 
 def test_a_server_without_workers_links_no_calls():
     """One process, or a Ray replica (its context is made as here: a replica name, no
-    ``ServerShare``): its hub has no other workers to wait for or send to (README: replicas
-    do not link their calls)."""
+    ``ServerShare``): its hub has no other workers to wait for or send to (docs/scale-out.md:
+    replicas do not link their calls)."""
     from streamdec import Recognizer
     from streamdec.server.context import ServerContext
 

@@ -514,7 +514,7 @@ def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
 
 
 def test_the_shipped_default_config_waits_15_ms_for_a_batch_and_decodes_three_at_once():
-    """README's engine settings: 15 ms and three decode threads by default, the same in
+    """docs/server.md's engine settings: 15 ms and three decode threads by default, the same in
     EngineConfig and the shipped default.toml."""
     from streamdec.appconfig import load_config
 

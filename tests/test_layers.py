@@ -74,7 +74,7 @@ def layer_of(module: str) -> str:
             if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
                 best, best_len = name, len(prefix)
     if best is None:
-        raise AssertionError(f"{module} is in no layer: add it to LAYERS (and README Layout)")
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS (and docs/design.md)")
     return best
 
 

@@ -306,7 +306,7 @@ def test_a_server_behind_its_audio_refuses_what_would_decode_and_only_that():
     assert overload_check(lambda: 99.0, 0) is None  # 0: never refused for it
     with pytest.raises(ConfigError, match="max_decode_delay_ms must be >= 0"):
         ServerConfig(max_decode_delay_ms=-1)
-    assert ServerConfig().max_decode_delay_ms == 1000.0  # as README and default.toml say
+    assert ServerConfig().max_decode_delay_ms == 1000.0  # as docs/server.md and default.toml say
 
 
 def test_token_file(tmp_path):

@@ -123,7 +123,7 @@ def _override(obj, **changes):
 def words_by_default(args: argparse.Namespace) -> bool:
     """Whether a command with words by default runs ``WORDS_CONFIG``: no config named, no
     ``--search``, and words to search with: the built-in model's lang/ (the one that config
-    names) or a ``--lang`` directory. Measured (MODEL.md, README): one stream of it costs
+    names) or a ``--lang`` directory. Measured (MODEL.md, docs/words.md): one stream of it costs
     3.5 % of a core (0.035 CPU s per audio s) and half a second more to start."""
     model_flags = (args.model, args.encoder, args.decoder, args.joiner, args.tokens)
     builtin = all(v is None for v in model_flags)

@@ -19,7 +19,7 @@ short in two places, which this middleware mends (HTTP requests pass untouched):
 Serve installs it in every proxy from ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=
 streamdec.rayserve.proxy:middlewares`` in the environment of the Ray node (``streamdec
 serve --ray`` sets it for the Ray instance it starts; a cluster's nodes need it when they
-start: see the README).
+start: see docs/scale-out.md).
 """
 
 from __future__ import annotations
