@@ -168,3 +168,13 @@ def test_encoder_features_input_of_another_rank_is_a_model_load_error(tmp_path, 
         read_encoder_contract(session, path)
     assert text in str(e.value)
     assert _fixed_batch(session, path) is False  # a scalar input: no fixed batch, no IndexError
+
+
+# -- a Twilio mark before start ------------------------------------------------------------------
+def test_twilio_mark_before_start_is_bad_message():
+    """Found by test_properties_protocols (a mark first): it gave a CallNote before the call
+    started, published under no call id; Twilio sends marks only on a started stream."""
+    with pytest.raises(ClientError) as e:
+        twilio('{"event": "mark", "mark": {"name": "m"}}')
+    assert e.value.kind == "bad_message" and "mark before start" in str(e.value)
+    assert twilio(START, '{"event": "mark", "mark": {"name": "m"}}')[1] == CallNote("mark", "m")

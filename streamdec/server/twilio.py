@@ -172,6 +172,8 @@ class TwilioProtocol:
         return [CallDtmf(digit, self.tracks.index(track) if track in self.tracks else None)]
 
     def _on_mark(self, data: dict) -> list[CallEvent]:
+        if not self.started:  # (a note of no call: there is no call to publish it on)
+            raise ClientError("bad_message", "mark before start")
         mark = data.get("mark") if isinstance(data.get("mark"), dict) else {}
         return [CallNote("mark", mark.get("name"))]
 
