@@ -496,8 +496,8 @@ def test_a_peer_that_reads_nothing_gets_no_pongs_and_is_cut_after_the_write_time
         assert transport.written.endswith(b"p1") and transport.written[0] == 0x8A
         transport.written = b""
         proto.pause_writing()  # the peer reads nothing: the transport's buffer is full
-        proto.data_received(frame(0x9, b"p2") * 1000)  # a ping flood: no pong piles up
-        assert transport.written == b""
+        proto.data_received(frame(0x9, b"p2") * 50)  # pings: no pong piles up
+        assert transport.written == b"" and not transport.closed
         proto.resume_writing()  # it read again in time: not cut
         await asyncio.sleep(0.3 * UNIT)
         assert not transport.aborted
@@ -526,6 +526,32 @@ def test_a_close_the_peer_never_completes_is_cut():
         assert transport.closed and not transport.aborted  # would keep it open)
         await asyncio.sleep(0.15 * UNIT)  # and write_timeout after it: cut
         assert transport.aborted
+        stop(proto)
+
+    asyncio.run(main())
+
+
+def test_a_ping_flood_is_closed_with_1008_and_keepalive_pings_are_answered():
+    from streamdec.server.wsframes import PING_BURST, PING_RATE, TOO_MANY_PINGS
+
+    def pongs(data: bytes) -> int:
+        return data.count(bytes([0x8A, 2]) + b"p1")
+
+    async def main():
+        proto, transport = await handshaken()
+        proto.data_received(frame(0x9, b"p1") * PING_BURST)  # a burst: every one answered
+        assert pongs(transport.written) == PING_BURST and not transport.closed
+        await asyncio.sleep(3 / PING_RATE)  # three more may come a second later
+        transport.written = b""
+        proto.data_received(frame(0x9, b"p1") * 3)
+        assert pongs(transport.written) == 3 and not transport.closed
+        transport.written = b""
+        proto.data_received(frame(0x9, b"p1") * 2 + frame(0x2, b"audio"))  # one too many
+        assert transport.written == close_frame(1008, TOO_MANY_PINGS)
+        assert transport.closed
+        assert proto.queue.get_nowait() == {"type": "websocket.disconnect", "code": 1008,
+                                            "reason": TOO_MANY_PINGS}
+        assert proto.queue.empty()  # the frames after it are not the app's
         stop(proto)
 
     asyncio.run(main())

@@ -35,6 +35,11 @@ What uvicorn leaves to the app, for peers that misbehave (``bench/hostile.py`` t
 
 - a text message that is not UTF-8 closes the connection with 1007, as uvicorn does, but
   without the traceback uvicorn logs for each one;
+- a ping flood: a peer may send ``PING_BURST`` pings at once and ``PING_RATE`` a second
+  after them (a client's keepalive pings once every few seconds or tens of seconds); one
+  that sends more is closed with 1008 ``too many pings``: each ping costs the event loop a
+  pass through websockets' parser, and 40 peers sending 20,000 each held it long enough
+  to make every healthy stream's results seconds late;
 - a peer that reads nothing of what is sent to it: while its writes are paused (the
   transport's buffer over its high-water mark), its pings get no pong (websockets would
   queue one per ping, and a ping flood that never reads grew the server's memory by the
@@ -68,6 +73,10 @@ _STAY_FAST = (0x1, 0x9, 0xA)  # a whole text frame, a ping, a pong: uvicorn's, t
 _FIN_TEXT = bytes([_FIN | 0x1])
 
 log = logging.getLogger("streamdec.server")
+
+#: pings a peer may send at once, and a second after them (module notes)
+PING_BURST, PING_RATE = 100, 10.0
+TOO_MANY_PINGS = f"too many pings: over {PING_BURST} at once or {PING_RATE:g} a second"
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -113,6 +122,8 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
         self.binary_sink = None  # the app's taker of whole binary payloads (module notes)
         self.write_timeout = write_timeout
         self._cut_timer = None  # cuts the connection: writes paused, or a close not done
+        self._pings = float(PING_BURST)  # pings it may still send now
+        self._pinged = 0.0  # when it last sent one (loop time)
 
     # -- peers that read nothing, or never finish closing (module notes) -----------------------
     def pause_writing(self) -> None:
@@ -145,10 +156,27 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
         self.transport.abort()
 
     def handle_ping(self) -> None:
+        now = self.loop.time()
+        self._pings = min(float(PING_BURST), self._pings + (now - self._pinged) * PING_RATE)
+        self._pinged = now
+        if self._pings < 1.0:  # a flood: closed (module notes)
+            self.conn.data_to_send()  # (its pong)
+            self._fail(1008, TOO_MANY_PINGS)
+            return
+        self._pings -= 1.0
         if self.writable.is_set():
             super().handle_ping()
         else:  # the peer reads nothing: no pong to pile up (the flood's size in memory)
             self.conn.data_to_send()
+
+    def _fail(self, code: int, reason: str) -> None:
+        """Close for the peer's fault now, as uvicorn closes for a protocol error (the app
+        gets the disconnect with this code), unless a close is under way."""
+        if self.close_sent or self.conn.state is not State.OPEN:
+            return
+        self.conn.send_close(code, reason)
+        self.handle_parser_exception()
+        self._cut_after(self.write_timeout, "close not done")
 
     def send_receive_event_to_app(self) -> None:
         """uvicorn's, except that a text message that is not UTF-8 closes with 1007
@@ -158,8 +186,7 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
                 b"".join(self.frames).decode()
             except UnicodeDecodeError:
                 self.frames = []
-                self.conn.send_close(1007, "text message is not valid UTF-8")
-                self.handle_parser_exception()
+                self._fail(1007, "text message is not valid UTF-8")
                 return
         super().send_receive_event_to_app()
 
