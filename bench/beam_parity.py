@@ -22,7 +22,8 @@ records every decision taken between candidates whose float32 scores are within
 ``--ulps`` units in the last place (a *tie*: which pair enters the beam at its edge, or
 which of two merged paths gives the timestamps), and searches for the ties whose other
 order gives sherpa-onnx's result chunk by chunk (sherpa-onnx's best hypothesis after each
-chunk), the earliest chunk first. An utterance is *explained* when flipping ties alone
+chunk), the earliest chunk first (a flip is kept when that chunk's best hypothesis then
+agrees with sherpa-onnx's for longer). An utterance is *explained* when flipping ties alone
 reproduces sherpa-onnx's transcript exactly; the report gives, per utterance, the first
 diverging step (frame, chunk, the two candidates, their float32 scores, their distance in
 ulps, and streamdec's own float64 scores of the same pair).
@@ -284,19 +285,29 @@ def explain(rule: SherpaRule, rec, chunks: list[np.ndarray], sherpa: list[tuple]
     def spelled(replay: Replay) -> list:
         return [None if b is None else spell(rec, *b) for b in replay.chunk_best]
 
+    def agreement(best: tuple, c: int) -> int:
+        """How many leading (symbol, frame) pairs chunk c's best shares with sherpa-onnx's."""
+        pairs, theirs = list(zip(*best)), list(zip(*target[c]))
+        n = next((i for i, (a, b) in enumerate(zip(pairs, theirs)) if a != b),
+                 min(len(pairs), len(theirs)))
+        return len(pairs) + len(theirs) + 1 if best == target[c] else n
+
     flips: list[tuple] = []
     taken: list[Tie] = []
     base = rule.run(chunks)
     tries = 0
     while True:
-        c = first_difference(spelled(base), target)
+        got = spelled(base)
+        c = first_difference(got, target)
         if c is None:
             return {"explained": True, "flips": [tie_report(t, rec) for t in taken],
                     "tries": tries, "first_diverging_step": diverging(base, rec)}
         if len(flips) >= max_flips:
             break
-        lo = taken[-1].frame if taken else -1
-        candidates = sorted((t for t in base.ties if lo <= t.frame < ends[c]
+        # a flip is kept when chunk c's best then agrees with sherpa-onnx's for longer (some
+        # differences need two ties, e.g. two merges each keeping the other timestamps)
+        now = agreement(got[c], c)
+        candidates = sorted((t for t in base.ties if t.frame < ends[c]
                              and (t.frame, t.first, t.second) not in flips),
                             key=lambda t: (-t.frame, t.ulps))
         found = None
@@ -306,8 +317,7 @@ def explain(rule: SherpaRule, rec, chunks: list[np.ndarray], sherpa: list[tuple]
             tries += 1
             trial = frozenset(flips) | {(tie.frame, tie.first, tie.second)}
             part = rule.run(chunks, trial, (tie.frame, base.beams[tie.frame]), ends[c])
-            got = spelled(part)
-            if got[c] == target[c]:
+            if agreement(spelled(part)[c], c) > now:
                 found = tie
                 break
         if found is None:
