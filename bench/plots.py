@@ -64,56 +64,50 @@ LOAD_REPORTS = ["stop38/ab-buffers-spread-chunk.json", "stop38/capacity-spread-c
                 "stop38/capacity-spread-chunk.json"]
 
 
+def against_streams(lines, title: str, cpu_label: str):
+    """Two panels against live streams, server CPU and chunk p95 (log, with the 100 ms
+    line), one line per (label, the points of load_points, colour)."""
+    fig, (cpu, p95) = plt.subplots(1, 2, figsize=(10, 4.2))
+    for label, points, colour in lines:
+        streams = [n for n, _ in points]
+        cpu.plot(streams, [median(p, "server_cpu_percent") for _, p in points], "o-",
+                 color=colour, label=label)
+        p95.plot(streams, [median(p, "chunk_latency_ms", "p95") for _, p in points], "o-",
+                 color=colour, label=label)
+    cpu.set(xlabel="live streams", ylabel=cpu_label, title="Server CPU")
+    p95.set(xlabel="live streams", ylabel="chunk latency p95 (ms, log scale)", yscale="log",
+            title="Chunk latency (p95)")
+    p95.axhline(LIMIT_MS, color="#888888", linestyle="--", linewidth=1)
+    p95.text(p95.get_xlim()[0], LIMIT_MS * 1.1, f" {LIMIT_MS:.0f} ms", color="#666666",
+             fontsize=8)
+    for ax in (cpu, p95):
+        ax.grid(True, alpha=0.3)
+    cpu.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title)
+    return fig
+
+
 def load_vs_streams(sources: list[str]):
     """Server CPU and chunk p95 against streams: streamdec (one process, --workers 2) and
     sherpa-onnx's C++ server, spread clients on one 2-core machine."""
-    fig, (cpu, p95) = plt.subplots(1, 2, figsize=(10, 4.2))
     first_b = sources[1:]  # the ab- report's B is the code before a change, not --workers 2
-    for label, peer, names, colour in (
-            ("streamdec serve", "streamdec", sources, STREAMDEC),
-            ("streamdec serve --workers 2", "streamdec_b", first_b, WORKERS),
-            ("sherpa-onnx C++ server", "sherpa_onnx", sources, SHERPA)):
-        points = load_points(names, peer)
-        streams = [n for n, _ in points]
-        cpu.plot(streams, [median(p, "server_cpu_percent") for _, p in points], "o-",
-                 color=colour, label=label)
-        p95.plot(streams, [median(p, "chunk_latency_ms", "p95") for _, p in points], "o-",
-                 color=colour, label=label)
-    cpu.set(xlabel="live streams", ylabel="server CPU (% of one core)", title="Server CPU")
-    p95.set(xlabel="live streams", ylabel="chunk latency p95 (ms, log scale)", yscale="log",
-            title="Chunk latency (p95)")
-    p95.axhline(LIMIT_MS, color="#888888", linestyle="--", linewidth=1)
-    p95.text(105, LIMIT_MS * 1.1, f"{LIMIT_MS:.0f} ms", color="#666666", fontsize=8)
-    for ax in (cpu, p95):
-        ax.grid(True, alpha=0.3)
-    cpu.legend(fontsize=8, loc="upper left")
-    fig.suptitle("Greedy search, built-in model, clients spread over a chunk (2-core AMD EPYC)")
-    return fig
+    return against_streams(
+        [("streamdec serve", load_points(sources, "streamdec"), STREAMDEC),
+         ("streamdec serve --workers 2", load_points(first_b, "streamdec_b"), WORKERS),
+         ("sherpa-onnx C++ server", load_points(sources, "sherpa_onnx"), SHERPA)],
+        "Greedy search, built-in model, clients spread over a chunk (2-core AMD EPYC)",
+        "server CPU (% of one core)")
 
 
 def capacity_ray(sources: list[str]):
-    """Chunk p95 and CPU against streams: one process, Ray Serve with one and two replicas."""
-    fig, (p95, cpu) = plt.subplots(1, 2, figsize=(10, 4.2))
-    groups = (("streamdec serve", sources[0:2], STREAMDEC),
-              ("--ray, one replica", sources[2:4], SHERPA),
-              ("--ray --replicas 2", sources[4:6], "#3a9a4a"))
-    for label, names, colour in groups:
-        points = load_points(names, "streamdec")
-        streams = [n for n, _ in points]
-        p95.plot(streams, [median(p, "chunk_latency_ms", "p95") for _, p in points], "o-",
-                 color=colour, label=label)
-        cpu.plot(streams, [median(p, "server_cpu_percent") for _, p in points], "o-",
-                 color=colour, label=label)
-    p95.axhline(LIMIT_MS, color="#888888", linestyle="--", linewidth=1)
-    p95.set(xlabel="live streams", ylabel="chunk latency p95 (ms, log scale)", yscale="log",
-            title="Chunk latency (p95)")
-    cpu.set(xlabel="live streams", ylabel="server CPU (% of one core; all processes)",
-            title="Server CPU")
-    for ax in (p95, cpu):
-        ax.grid(True, alpha=0.3)
-    p95.legend(fontsize=8, loc="upper left")
-    fig.suptitle("What Ray costs on one 2-core machine (greedy, clients in bursts)")
-    return fig
+    """Server CPU and chunk p95 against streams: one process, Ray Serve with one and two
+    replicas."""
+    return against_streams(
+        [("streamdec serve", load_points(sources[0:2], "streamdec"), STREAMDEC),
+         ("--ray, one replica", load_points(sources[2:4], "streamdec"), SHERPA),
+         ("--ray --replicas 2", load_points(sources[4:6], "streamdec"), "#3a9a4a")],
+        "What Ray costs on one 2-core machine (greedy, clients in bursts)",
+        "server CPU (% of one core; all processes)")
 
 
 def wer_by_search(sources: list[str]):

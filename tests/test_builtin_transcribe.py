@@ -1,4 +1,4 @@
-"""The shipped model end to end: the README's example, the tail of an utterance, and greedy
+"""The shipped model end to end: the first example (README and docs/index.md), the tail of an utterance, and greedy
 parity with sherpa-onnx on the built-in model files."""
 
 import re
@@ -59,24 +59,27 @@ def rec():
 
 
 def test_readme_example_is_transcribed():
-    """What README's first command prints is what it says to expect (words by default)."""
+    """What the first command prints is what README and the site's first page (docs/index.md,
+    "On a fresh machine") say to expect (words by default), and the figures they give."""
     p = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "examples/hello.wav"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    promised = re.search(r"Expect `([A-Z' ]+)`", readme).group(1)
+    page = " ".join((ROOT / "docs" / "index.md").read_text(encoding="utf-8").split())
+    promised = re.search(r"Expect `([A-Z' ]+)`", page).group(1)
     assert p.stdout.strip() == promised
+    assert f"Expect `{promised}` (3 of 18 words wrong)" in readme
     ref = ("hello world the quick brown fox jumps over the lazy dog please call me back at "
            "five thirty")
     assert cer(ref, p.stdout.strip()) < 0.2, p.stdout
     greedy = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "examples/hello.wav",
                              "--search", "greedy"], capture_output=True, text=True, timeout=120)
     assert greedy.returncode == 0 and f"`--search greedy` (what `serve` uses by default) gives " \
-        f"`{greedy.stdout.strip()}`" in readme, greedy.stdout
-    # the error rates README gives for both
-    assert wer(ref, p.stdout.strip()) == 3 / 18 and "(3 of 18 words wrong)" in readme
+        f"`{greedy.stdout.strip()}`" in page, greedy.stdout
+    # the error rates the page gives for both
+    assert wer(ref, p.stdout.strip()) == 3 / 18 and "(3 of 18 words wrong)" in page
     assert (round(100 * cer(ref, greedy.stdout.strip())), round(100 * wer(ref, greedy.stdout.strip()))) \
-        == (16, 39) and "(16% of the letters wrong, 39% of the words)" in readme
+        == (16, 39) and "(16% of the letters wrong, 39% of the words)" in page
 
 
 @pytest.mark.parametrize("n", range(len(SENTENCES)))
