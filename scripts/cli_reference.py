@@ -56,7 +56,7 @@ def _subcommands(parser: argparse.ArgumentParser):
 def _section(title: str, summary: str | None, parser: argparse.ArgumentParser) -> list[str]:
     formatter = parser._get_formatter()
     out = [f"## `{title}`", ""]
-    if summary:
+    if summary and not " ".join((parser.description or "").split()).lower().startswith(summary.lower()):
         out += [summary[0].upper() + summary[1:] + ".", ""]
     if parser.description:
         if issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter):
