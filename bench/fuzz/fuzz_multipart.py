@@ -28,7 +28,9 @@ for _name in ("python_multipart", "multipart"):
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"
 
 
-async def _request(body: bytes):
+async def parsed_form(body: bytes, content_type: str = CONTENT_TYPE):
+    """``body`` parsed as the endpoint parses a request's (``request.form`` with its
+    limits); None where the endpoint answers 400 for a body it cannot parse."""
     sent = False
 
     async def receive():
@@ -39,12 +41,19 @@ async def _request(body: bytes):
         return {"type": "http.request", "body": body, "more_body": False}
 
     scope = {"type": "http", "method": "POST", "path": "/v1/audio/transcriptions",
-             "headers": [(b"content-type", CONTENT_TYPE.encode()),
+             "headers": [(b"content-type", content_type.encode()),
                          (b"content-length", str(len(body)).encode())]}
-    request = Request(scope, receive)
     try:
-        form = await request.form(max_files=1, max_fields=16)
+        return await Request(scope, receive).form(max_files=1, max_fields=16)
     except Exception:  # the endpoint's 400: "expected a multipart/form-data body"
+        return None
+
+
+async def _request(body: bytes):
+    """The uploaded file's bytes of a request the endpoint takes (None: a 400 for its
+    form); UploadError for what read_form refuses."""
+    form = await parsed_form(body)
+    if form is None:
         return None
     try:
         upload, fmt, endpoint, level = read_form(form, EndpointConfig(), EndpointLimits(),

@@ -9,6 +9,8 @@ Each target runs in its own process for ``--seconds``, on a copy-free corpus: th
 committed seeds (``corpus/TARGET``, read only) plus a work folder the engine adds the
 inputs it finds to, with a per-input time limit (``--timeout``: an input that takes
 longer is a hang) and a memory limit (``--rss-mb``: over it is an out-of-memory crash).
+A target's ``dicts/TARGET.dict`` (libFuzzer's dictionary format: the tokens of its
+format, JSON keys and values, TOML syntax) is given to the engine to splice into inputs.
 Whatever input fails is kept under ``--artifacts``/TARGET (``crash-*``, ``timeout-*``,
 ``oom-*``), to be replayed by a test once fixed (``crashes/``). A target stops at its
 first failure (the engine's in-process mode), so a report's figures for a target that
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,23 +61,27 @@ def parse_output(text: str) -> dict:
     return out
 
 
-def _failures(text: str) -> dict:
-    """crashes / hangs / ooms: each artifact the run wrote, with what it says."""
-    found = {"crashes": [], "hangs": [], "ooms": []}
+def _cause(text: str, kind: str) -> str:
+    """What a failure was, from the run's output: the uncaught exception's last line (a
+    crash; atheris prints it), the engine's line for a hang or for memory."""
     lines = text.splitlines()
-    for n, line in enumerate(lines):
-        m = _ARTIFACT.search(line)
-        if not m:
-            continue
-        path = m.group(1)
+    if kind == "crashes":
+        for n, line in enumerate(lines):
+            if "Uncaught Python exception" in line and n + 1 < len(lines):
+                return lines[n + 1].strip()
+    marks = {"hangs": "ALARM: working on the last Unit", "ooms": "out-of-memory"}
+    mark = marks.get(kind, "ERROR: libFuzzer")
+    return next((x.strip() for x in lines if mark in x), "")
+
+
+def _failures(text: str) -> dict:
+    """crashes / hangs / ooms: each artifact the run wrote, with what it was."""
+    found = {"crashes": [], "hangs": [], "ooms": []}
+    for path in _ARTIFACT.findall(text):
         name = Path(path).name
-        kind = ("hangs" if name.startswith("timeout-") else
+        kind = ("hangs" if name.startswith(("timeout-", "slow-unit-")) else
                 "ooms" if name.startswith("oom-") else "crashes")
-        before = [x for x in lines[:n] if x.strip()]
-        cause = next((x.strip() for x in reversed(before)
-                      if re.match(r"^\w*(Error|Exception|Warning)\b|^[\w.]+Error:", x.strip())
-                      or "ERROR: libFuzzer" in x), "")
-        found[kind].append({"artifact": path, "what": cause})
+        found[kind].append({"artifact": path, "what": _cause(text, kind)})
     return found
 
 
@@ -87,6 +94,9 @@ def run_target(name: str, seconds: int, work: Path, artifacts: Path, timeout: in
     cmd = [sys.executable, str(HERE / f"fuzz_{name}.py"), str(corpus)]
     if seeds.is_dir():
         cmd.append(str(seeds))
+    words = HERE / "dicts" / f"{name}.dict"  # tokens the engine splices in (JSON, TOML, ...)
+    if words.is_file():
+        cmd.append(f"-dict={words}")
     cmd += [f"-max_total_time={seconds}", f"-timeout={timeout}", f"-rss_limit_mb={rss_mb}",
             f"-max_len={max_len}", "-print_final_stats=1",
             f"-artifact_prefix={artifacts / name}/"]
@@ -116,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     p.add_argument("--rss-mb", type=int, default=2048, help="memory limit of a target")
     p.add_argument("--max-len", type=int, default=16384, help="longest input tried (bytes)")
+    p.add_argument("--jobs", type=int, default=1, help="targets run at once (each one core)")
     p.add_argument("--artifacts", type=Path, help="where failing inputs go (default: beside "
                                                   "--out, OUT.artifacts)")
     args = p.parse_args(argv)
@@ -124,14 +135,18 @@ def main(argv=None) -> int:
               "engine": "atheris (libFuzzer)", "python": platform.python_version(),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores",
               "seconds_per_target": args.seconds, "timeout_s": args.timeout,
-              "rss_limit_mb": args.rss_mb, "max_len": args.max_len, "targets": []}
-    with tempfile.TemporaryDirectory(prefix="fuzz-work-") as work:
-        for name in args.targets:
-            result = run_target(name, args.seconds, Path(work), artifacts, args.timeout,
-                                args.rss_mb, args.max_len)
+              "rss_limit_mb": args.rss_mb, "max_len": args.max_len, "jobs": args.jobs,
+              "targets": []}
+    with tempfile.TemporaryDirectory(prefix="fuzz-work-") as work, \
+            ThreadPoolExecutor(args.jobs) as pool:
+        runs = [pool.submit(run_target, name, args.seconds, Path(work), artifacts,
+                            args.timeout, args.rss_mb, args.max_len) for name in args.targets]
+        for run in runs:
+            result = run.result()
             report["targets"].append(result)
             failed = len(result["crashes"]) + len(result["hangs"]) + len(result["ooms"])
-            print(f"{name:12s} {result['inputs']:>9d} inputs  cov {result['cov']:>5d}  "
+            print(f"{result['target']:12s} {result['inputs']:>9d} inputs  "
+                  f"cov {result['cov']:>5d}  "
                   f"ft {result['ft']:>6d}  failures {failed}  {result['peak_rss_mb']} MB",
                   flush=True)
             args.out.parent.mkdir(parents=True, exist_ok=True)
