@@ -1,7 +1,5 @@
 """Typed errors of streamdec.
 
-::
-
     StreamdecError
     ├── ConfigError            a config value is invalid (raised once, at validation)
     │   └── OptionError        a connection option of the server (HTTP 400 at the handshake)
