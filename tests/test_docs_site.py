@@ -43,9 +43,9 @@ def test_the_site_builds_strictly_with_every_page_the_api_and_the_plots(tmp_path
             html = site / page.relative_to(DOCS).parent / "index.html"
         assert html.exists(), html
     api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
-    for name in ("streamdec.Recognizer.create_stream", "streamdec.Stream.accept_waveform",
-                 "streamdec.errors.AudioInputError", "streamdec.engine.Engine",
-                 "streamdec.server.app.create_app"):
+    for name in ("streamdec.recognizer.Recognizer.create_stream",
+                 "streamdec.stream.Stream.accept_waveform", "streamdec.errors.AudioInputError",
+                 "streamdec.engine.Engine", "streamdec.server.app.create_app"):
         assert f'id="{name}"' in api, name
     model = (site / "builtin-model" / "index.html").read_text(encoding="utf-8")
     assert "the built-in streaming English model" in model  # MODEL.md, included
