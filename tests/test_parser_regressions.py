@@ -98,7 +98,8 @@ def test_twilio_timestamp_infinity_is_bad_message(timestamp):
 
 
 @pytest.mark.parametrize("key, value, text", [
-    ("sample_rate", "Infinity", "must be an integer"), ("sample_rate", "NaN", "must be an integer"),
+    ("sample_rate", "Infinity", "must be an integer"),
+    ("sample_rate", "NaN", "must be an integer"),
     ("max_alternatives", "-Infinity", "must be an integer"),
     ("sample_rate", "1" + "0" * 400, "must be in [8000, 96000]"),
 ])
@@ -178,3 +179,50 @@ def test_twilio_mark_before_start_is_bad_message():
         twilio('{"event": "mark", "mark": {"name": "m"}}')
     assert e.value.kind == "bad_message" and "mark before start" in str(e.value)
     assert twilio(START, '{"event": "mark", "mark": {"name": "m"}}')[1] == CallNote("mark", "m")
+
+
+# -- an upload that decodes to far more than it weighs ------------------------------------------
+def _flac_silence(seconds: int, rate: int = 8000) -> bytes:
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    out = io.BytesIO()
+    sf.write(out, np.zeros(rate * seconds, np.int16), rate, format="FLAC")
+    return out.getvalue()
+
+
+def test_upload_longer_than_the_stream_limit_is_refused_before_decoding():
+    """15 KB of FLAC is 10 minutes of silence: read whole, an upload of 100 MB of it (the
+    default max_upload_bytes) was ~140 GB of float32 samples at once. Now an upload over
+    max_stream_seconds is refused from its header, before a sample is decoded."""
+    import tracemalloc
+
+    from streamdec.errors import UploadError
+    from streamdec.server.transcription import read_upload
+
+    bomb = _flac_silence(600)
+    assert len(bomb) < 20_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(UploadError, match="600 s of audio, over the limit of 60 s"):
+            read_upload(bomb, max_seconds=60)
+        assert tracemalloc.get_traced_memory()[1] < 1_000_000  # bytes: nothing decoded
+    finally:
+        tracemalloc.stop()
+    rate, samples = read_upload(bomb, max_seconds=600)
+    assert (rate, samples.shape, samples.dtype.name) == (8000, (4_800_000,), "float32")
+
+
+def test_upload_whose_header_hides_its_length_is_refused_once_over_the_limit():
+    """The same file with its header's sample count zeroed (FLAC's 'unknown'): refused
+    after the limit's worth is decoded, a block at a time, not after all of it."""
+    from streamdec.errors import UploadError
+    from streamdec.server.transcription import read_upload
+
+    bomb = bytearray(_flac_silence(600))
+    bomb[21] &= 0xF0  # STREAMINFO's total samples: the last 36 bits of bytes 21..25
+    bomb[22:26] = bytes(4)
+    with pytest.raises(UploadError, match="over 60 s of audio"):
+        read_upload(bytes(bomb), max_seconds=60)

@@ -18,10 +18,12 @@ with instrumented("multipart", "starlette.formparsers"):
 
     from streamdec.endpoint import EndpointConfig
     from streamdec.errors import UploadError
+    from streamdec.server.config import ServerConfig
     from streamdec.server.endpointing import EndpointLimits
     from streamdec.server.transcription import read_form, read_upload
 
 BOUNDARY = "streamdec-fuzz-boundary"
+MAX_SECONDS = ServerConfig().max_stream_seconds  # the endpoint's limit of an upload's audio
 # python-multipart logs each malformed part it skips (the endpoint's logs are the server's)
 for _name in ("python_multipart", "multipart"):
     logging.getLogger(_name).setLevel(logging.CRITICAL)
@@ -68,7 +70,7 @@ def TestOneInput(data: bytes) -> None:
         audio = asyncio.run(_request(data))
         if audio is None:
             return
-        rate, samples = read_upload(audio)
+        rate, samples = read_upload(audio, MAX_SECONDS)
     except UploadError:
         return
     assert rate > 0 and samples.ndim == 1 and samples.size > 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import math
 from typing import Sequence
 
 import numpy as np
@@ -48,17 +49,42 @@ _FIELDS = ("file", "response_format", "model", "language", "prompt", "temperatur
            "timestamp_granularities[]", "timestamp_granularities", "text_format") + ENDPOINT_KEYS
 
 
-def read_upload(data: bytes) -> tuple[int, np.ndarray]:
-    """Uploaded file bytes -> (sample rate, mono float32 samples); channels are averaged."""
+def read_upload(data: bytes, max_seconds: float = math.inf) -> tuple[int, np.ndarray]:
+    """Uploaded file bytes -> (sample rate, mono float32 samples); channels are averaged.
+    UploadError for a file soundfile cannot read, one without samples, and one of more
+    than ``max_seconds`` of audio (the server's ``max_stream_seconds``): refused by the
+    length its header gives before anything is decoded, else once that much is read. The
+    file is decoded a block at a time, its channels averaged as they come: a compressed
+    file can hold a thousand times its size in samples (15 KB of FLAC: 10 minutes of
+    silence), which reading it whole would hold at once, per channel."""
     import soundfile as sf
 
     try:
-        audio, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            rate, limit = int(f.samplerate), max_seconds * f.samplerate
+            if limit < f.frames < _UNKNOWN_LENGTH:
+                raise UploadError(f"file holds {f.frames / rate:g} s of audio, over the limit "
+                                  f"of {max_seconds:g} s")
+            pieces, frames = [], 0
+            while True:
+                block = f.read(_BLOCK_FRAMES, dtype="float32", always_2d=True)
+                if not len(block):
+                    break
+                frames += len(block)
+                if frames > limit:
+                    raise UploadError(f"file holds over {max_seconds:g} s of audio (the limit)")
+                pieces.append(block.mean(axis=1))
+    except UploadError:
+        raise
     except Exception as e:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         raise UploadError(f"file is not a readable audio file ({e})") from None
-    if len(audio) == 0:
+    if frames == 0:
         raise UploadError("file holds no audio samples")
-    return int(rate), np.ascontiguousarray(audio.mean(axis=1), dtype=np.float32)
+    return rate, np.ascontiguousarray(np.concatenate(pieces), dtype=np.float32)
+
+
+_BLOCK_FRAMES = 1 << 16  # frames decoded at a time
+_UNKNOWN_LENGTH = 1 << 62  # a frame count this large is libsndfile's "length unknown"
 
 
 def _segment(n: int, r: Result) -> dict:
@@ -165,7 +191,8 @@ async def transcribe_upload(context, request):
             data = await upload.read()
             if len(data) > limit:
                 return error(413, f"upload is over the limit of {limit} bytes", "too_big")
-            rate, samples = await run_in_threadpool(read_upload, data)
+            rate, samples = await run_in_threadpool(read_upload, data,
+                                                    context.config.max_stream_seconds)
         except UploadError as e:
             return error(400, str(e), "bad_request")
         try:
