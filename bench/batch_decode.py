@@ -6,7 +6,8 @@ accepted) and ended; K streams are active at a time and a finished stream's slot
 the next utterance at once (continuous batching). Every round decodes one chunk of every
 active stream in one batch (``Recognizer.decode`` / ``OnlineRecognizer.decode_streams``).
 sherpa-onnx decodes only whole chunks and pads nothing itself: its streams get the same
-tail padding streamdec adds (``chunk_frames`` frames of silence). ``decode_streamdec_engine``
+tail padding streamdec adds (``chunk_frames`` frames of silence) and one frame more
+(``sherpa_tail``). ``decode_streamdec_engine``
 runs the same work through streamdec's asyncio Engine instead (features of new streams on
 the loop thread while a worker thread decodes).
 
@@ -29,7 +30,7 @@ from devset import Utterance
 from streamdec.drive import decode_continuously
 
 __all__ = ["Decoded", "Transcript", "decode_streamdec", "decode_streamdec_engine",
-           "decode_sherpa", "digest", "count_identical"]
+           "decode_sherpa", "sherpa_tail", "digest", "count_identical"]
 
 WORD_START = "\u2581"
 
@@ -139,13 +140,22 @@ def decode_streamdec_engine(rec, utts: Sequence[Utterance], k: int, search,
     return Decoded(time.perf_counter() - t0, time.process_time() - c0, 0.0, out)
 
 
+def sherpa_tail(tail_frames: int, rate: int) -> np.ndarray:
+    """The silence appended to a sherpa-onnx stream's audio: streamdec's tail padding
+    (``tail_frames`` feature frames) and one frame more. sherpa-onnx decodes a chunk only
+    when more frames than the chunk are ready (its ``IsReady``: processed + chunk < ready),
+    so with streamdec's padding alone it skips a last chunk that ends on the last frame
+    (1 utterance in ``chunk_shift`` frames), which streamdec decodes; the extra frame is
+    silence after silence and changes no frame of the chunks both decode."""
+    return np.zeros((tail_frames + 1) * rate // 100, np.float32)
+
+
 def decode_sherpa(srec, utts: Sequence[Utterance], k: int, tail_frames: int,
                   frame_seconds: float) -> Decoded:
     """``utts`` through a sherpa-onnx OnlineRecognizer, ``k`` streams at a time."""
     def start(u: Utterance):
         s = srec.create_stream()
-        s.accept_waveform(u.rate, np.concatenate(
-            [u.samples, np.zeros(tail_frames * u.rate // 100, np.float32)]))
+        s.accept_waveform(u.rate, np.concatenate([u.samples, sherpa_tail(tail_frames, u.rate)]))
         s.input_finished()
         return s
 

@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from abtest import load_average, machine, write_report  # noqa: E402
-from batch_decode import WORD_START  # noqa: E402
+from batch_decode import WORD_START, sherpa_tail  # noqa: E402
 from devset import Utterance  # noqa: E402
 from peer import add_model_options, model_config, model_report, sherpa_recognizer  # noqa: E402
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
@@ -85,8 +85,7 @@ def spell(rec, tokens, frames) -> tuple:
 def decode_sherpa(srec, u: Utterance, tail_frames: int, frame_seconds: float) -> list[tuple]:
     """sherpa-onnx's best hypothesis (symbols, frames) after each chunk."""
     s = srec.create_stream()
-    s.accept_waveform(u.rate, np.concatenate(
-        [u.samples, np.zeros(tail_frames * u.rate // 100, np.float32)]))
+    s.accept_waveform(u.rate, np.concatenate([u.samples, sherpa_tail(tail_frames, u.rate)]))
     s.input_finished()
     out = []
     while srec.is_ready(s):

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from batch_decode import sherpa_tail  # noqa: E402
 from devset import Utterance, dev_set, error_rates, transcribe  # noqa: E402
 from peer import SHERPA_METHODS, sherpa_recognizer  # noqa: E402
 from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
@@ -57,7 +58,7 @@ def sherpa_run(srec, utts: list[Utterance], batch: int, tail_frames: int
         for u in group:
             s = srec.create_stream()
             s.accept_waveform(u.rate, np.concatenate(
-                [u.samples, np.zeros(tail_frames * u.rate // 100, np.float32)]))
+                [u.samples, sherpa_tail(tail_frames, u.rate)]))
             s.input_finished()
             streams.append(s)
         while True:
