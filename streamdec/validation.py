@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
+import typing
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -69,18 +71,29 @@ def require_sample_rate(rate, where: str = "", error: type[Exception] = ConfigEr
 
 def build_table(cls, table: Any, where: str, keys=None, make=None):
     """``cls`` from a TOML table whose keys are ``keys`` (default: its fields), made by
-    ``make`` (default: ``cls``): ConfigError for what is not a table, an unknown key, or a
-    missing or invalid value (config files, the model catalog)."""
+    ``make`` (default: ``cls``): ConfigError for what is not a table, an unknown key, a
+    value that is not text for a text field, or a missing or invalid value (config files,
+    the model catalog)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table, got {table!r}")
     keys = keys or sorted(f.name for f in dataclasses.fields(cls))
     message = unknown_names(table, keys, "key")
     if message:
         raise ConfigError(f"{where}: {message}")
+    for key in _text_fields(cls) & set(table):  # (their checks call str methods)
+        if not isinstance(table[key], str):
+            raise ConfigError(f"{where}: {key} must be text, got {table[key]!r}")
     try:
         return (make or cls)(**table)
     except TypeError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _text_fields(cls) -> frozenset[str]:
+    """The fields of the dataclass ``cls`` that hold text (``str`` or ``str | None``)."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(f.name for f in dataclasses.fields(cls) if hints[f.name] in (str, str | None))
 
 
 def read_toml(path: Path, what: str) -> dict:

@@ -226,3 +226,24 @@ def test_upload_whose_header_hides_its_length_is_refused_once_over_the_limit():
     bomb[22:26] = bytes(4)
     with pytest.raises(UploadError, match="over 60 s of audio"):
         read_upload(bytes(bomb), max_seconds=60)
+
+
+# -- a config's text setting given another type --------------------------------------------------
+@pytest.mark.parametrize("text, key", [
+    ("[ray]\naddress = []\n", "address"),  # found by test_properties_files
+    ("[ray]\naddress = 1\n", "address"),
+    ("[server]\nwebhook_url = 5\n", "webhook_url"),
+    ('[server]\ntwilio_auth_token_file = "t"\ntwilio_stream_url = {a = 1}\n',
+     "twilio_stream_url"),
+    ("[model]\nvariant = true\n", "variant"),
+])
+def test_config_text_setting_of_another_type_is_a_config_error(tmp_path, text, key):
+    """A TOML array or number for a text setting raised AttributeError ('list' object has
+    no attribute 'strip') from the setting's own check."""
+    from streamdec.appconfig import load_config
+    from streamdec.errors import ConfigError
+
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"{key} must be text, got"):
+        load_config(path)
