@@ -293,6 +293,7 @@ class ClientStats:
     max_send_lag: float = 0.0
     finished: bool = False
     error: str | None = None
+    texts: list[tuple[int, str]] = field(default_factory=list)  # (utterance, text) per final
 
     @property
     def lost(self) -> int:
@@ -335,6 +336,7 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
         if r.get("is_final") and r.get("text"):
             end = int((r["start_time"] + (r["timestamps"] or [0])[-1]) * RATE)
             i = bisect.bisect_right(program.starts, end) - 1
+            stats.texts.append((i, r["text"]))
             if i in stats.final_utterances:
                 stats.split += 1
                 return
