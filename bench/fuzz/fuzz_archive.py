@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
-from harness import fuzz, instrumented
+from harness import fuzz, instrumented, scratch_file
 
 with instrumented("tarfile"):
     from streamdec.errors import ModelDownloadError
     from streamdec.hub.archive import unpack
 
-_ROOT = Path(tempfile.mkdtemp(prefix="fuzz-archive-"))
-_ARCHIVE = _ROOT / "model.tar.bz2"
+_ARCHIVE = scratch_file("model.tar.bz2")
+_ROOT = _ARCHIVE.parent
 _DEST = _ROOT / "dest"
 
 

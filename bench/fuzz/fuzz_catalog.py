@@ -6,17 +6,14 @@ URL, a non-empty tuple of file names, a lower-case sha256 when it has one."""
 from __future__ import annotations
 
 import re
-import tempfile
-from pathlib import Path
 
-from harness import fuzz, instrumented
+from harness import fuzz, instrumented, scratch_file
 
 with instrumented("tomllib"):
     from streamdec.errors import ConfigError
     from streamdec.hub.catalog import is_model_name, load_catalog
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-catalog-"))
-_FILE = _DIR / "catalog.toml"
+_FILE = scratch_file("catalog.toml")
 
 
 def TestOneInput(data: bytes) -> None:

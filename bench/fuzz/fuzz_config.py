@@ -5,17 +5,13 @@ downloaded yet); a config that loads is frozen and loads again to the same value
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
-from harness import fuzz, instrumented
+from harness import fuzz, instrumented, scratch_file
 
 with instrumented("tomllib"):
     from streamdec.appconfig import load_config
     from streamdec.errors import ConfigError, ModelLoadError
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-config-"))
-_FILE = _DIR / "streamdec.toml"
+_FILE = scratch_file("streamdec.toml")
 
 
 def TestOneInput(data: bytes) -> None:

@@ -9,10 +9,7 @@ whole chunking figures and one state spec per state input, each with a batch axi
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
-from harness import fuzz, instrumented
+from harness import fuzz, instrumented, scratch_file
 
 with instrumented():
     from streamdec.errors import ModelLoadError
@@ -26,7 +23,7 @@ from onnx import TensorProto, helper  # noqa: E402
 TYPES = {"float": TensorProto.FLOAT, "int64": TensorProto.INT64,
          "float16": TensorProto.FLOAT16, "int32": TensorProto.INT32,
          "double": TensorProto.DOUBLE, "bool": TensorProto.BOOL}
-_FILE = Path(tempfile.mkdtemp(prefix="fuzz-onnx-")) / "encoder.onnx"
+_FILE = scratch_file("encoder.onnx")
 _CONFIG = ModelConfig()
 
 

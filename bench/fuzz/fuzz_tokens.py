@@ -6,17 +6,13 @@ trailing space."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
-from harness import fuzz, instrumented
+from harness import fuzz, instrumented, scratch_file
 
 with instrumented():
     from streamdec.errors import ModelLoadError, TokenizeError
     from streamdec.tokens import SymbolTable
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-tokens-"))
-_FILE = _DIR / "tokens.txt"
+_FILE = scratch_file("tokens.txt")
 
 
 def TestOneInput(data: bytes) -> None:

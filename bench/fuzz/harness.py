@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 __all__ = ["DRAIN_TAG", "messages", "encode_messages", "drive", "check_call_events",
-           "instrumented", "fuzz", "feed_audio", "FUZZING_ENV"]
+           "instrumented", "fuzz", "feed_audio", "scratch_file", "FUZZING_ENV"]
 
 #: set (to 1) by ``run.py`` in a target's process: its imports of the project are
 #: instrumented for coverage and ``fuzz`` runs libFuzzer's engine
@@ -86,6 +86,14 @@ def fuzz(test_one_input) -> None:
 
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
+
+
+def scratch_file(name: str) -> Path:
+    """A path ``name`` in a folder of its own for this process: where a file target
+    writes each input as the file its door reads (a config, tokens.txt, an archive)."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="streamdec-fuzz-")) / name
 
 
 def feed_audio(data: bytes, encoding: str, channels: int) -> list:
