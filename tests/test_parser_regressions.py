@@ -247,3 +247,22 @@ def test_config_text_setting_of_another_type_is_a_config_error(tmp_path, text, k
     path.write_text(text)
     with pytest.raises(ConfigError, match=f"{key} must be text, got"):
         load_config(path)
+
+
+# -- a gzip archive cut short --------------------------------------------------------------------
+@pytest.mark.parametrize("cut", range(0, 12))
+def test_archive_cut_anywhere_in_its_gzip_header_is_a_download_error(tmp_path, cut):
+    """Found by test_properties_files: a .tar.gz cut after 3 bytes raised TypeError (ord()
+    of nothing) from tarfile's stream reader instead of ModelDownloadError."""
+    import io
+    import tarfile
+
+    from streamdec.errors import ModelDownloadError
+    from streamdec.hub.archive import unpack
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz"):
+        pass
+    (tmp_path / "m.tar.gz").write_bytes(out.getvalue()[:cut])
+    with pytest.raises(ModelDownloadError, match="not a readable"):
+        unpack(tmp_path / "m.tar.gz", tmp_path / "dest")

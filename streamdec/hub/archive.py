@@ -79,7 +79,9 @@ def unpack(archive: Path, dest: Path) -> Path:
                 tar.extract(member, dest, **extra)
     except ModelDownloadError:
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+    except (tarfile.TarError, EOFError, OSError, ValueError, TypeError) as e:
+        # (TypeError: tarfile's stream reader given a gzip header cut after its third
+        # byte calls ord() on nothing)
         raise ModelDownloadError(f"{archive.name}: not a readable .tar.bz2 archive "
                                  f"({type(e).__name__}: {e})") from None
     children = list(dest.iterdir())
