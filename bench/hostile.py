@@ -92,7 +92,7 @@ sys.path.insert(0, str(HERE))
 from abtest import load_average, machine, write_report  # noqa: E402
 from latency import Pacing  # noqa: E402
 from load import (RATE, SLOW_MS, ClientStats, Timeline, build_programs,  # noqa: E402
-                  latency_ms, run_client, server_events, watch_loop)
+                  latency_ms, log_events, run_client, server_events, watch_loop)
 from servers import free_port, proc_sample, serve_streamdec  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -514,14 +514,7 @@ class Sampler:
 def server_ends(lines: list[tuple[float, str]]) -> dict[str, dict]:
     """The server's log line of each connection and call that ended, by peer address."""
     out = {}
-    for _, line in lines:
-        start = line.find('{"event"')
-        if start < 0:
-            continue
-        try:
-            event = json.loads(line[start:])
-        except ValueError:
-            continue
+    for _, event in log_events(lines):
         if event.get("event") in ("connection", "call", "head_timeout", "write_stalled"):
             out.setdefault(event.get("peer", "-"), {})[event["event"]] = {
                 k: event.get(k) for k in ("close_code", "close_reason", "reason", "why")

@@ -228,19 +228,27 @@ def steal_report(samples: list[tuple[float, int, int]]) -> dict:
             "seconds_over_10_percent": [x for x in shares if x[1] >= 10][:40]}
 
 
-def server_events(lines: list[tuple[float, str]], t0: float) -> dict:
-    """The server's JSON log events (``{"event": ...}``): counts by name, and its stall
-    events (``loop_lag``, ``reads_paused``) with their time since ``t0``, the longest 40."""
-    counts: dict[str, int] = {}
-    stalls = []
+def log_events(lines: list[tuple[float, str]]) -> list[tuple[float, dict]]:
+    """The server's JSON log events (``{"event": ...}``) among its log lines, with their
+    times."""
+    out = []
     for t, line in lines:
         start = line.find('{"event"')
         if start < 0:
             continue
         try:
-            event = json.loads(line[start:])
+            out.append((t, json.loads(line[start:])))
         except ValueError:
             continue
+    return out
+
+
+def server_events(lines: list[tuple[float, str]], t0: float) -> dict:
+    """The server's JSON log events (``{"event": ...}``): counts by name, and its stall
+    events (``loop_lag``, ``reads_paused``) with their time since ``t0``, the longest 40."""
+    counts: dict[str, int] = {}
+    stalls = []
+    for t, event in log_events(lines):
         name = event.pop("event", "?")
         counts[name] = counts.get(name, 0) + 1
         if name in ("loop_lag", "reads_paused"):
