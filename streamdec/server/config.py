@@ -38,7 +38,9 @@ class ServerConfig:
     vosk_port: int | None = None
     # limits: connections at once (WebSocket clients + transcription requests; beyond it
     # HTTP 503), one WebSocket message, one stream's audio, silence from a client before it
-    # is closed, one uploaded file of the transcription endpoint
+    # is closed (also the deadline of a request head and an upload body's silence, both
+    # 408, and how long a peer may read nothing before it is cut off), one uploaded file of
+    # the transcription endpoint
     max_connections: int = 200
     # overload: a new connection is refused (HTTP 503, or close 1013 for AudioSocket) while
     # a ready stream has waited longer than this for its decode (``Engine.decode_delay``):
