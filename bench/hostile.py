@@ -5,12 +5,13 @@ misbehave in one way (the hostile run); a JSON report and its verdicts.
 
     python bench/hostile.py --healthy 50 --seconds 60 --per-kind 40 --subscribers 2000 \\
         --out bench/results/stop41/hostile.json
-    python bench/hostile.py --healthy 5 --seconds 12 --per-kind 3 --subscribers 20 \\
-        --idle-timeout 2 --out /tmp/hostile.json          # the CI smoke's size
+    python bench/hostile.py --healthy 5 --seconds 10 --per-kind 3 --subscribers 20 \\
+        --idle-timeout 2 --settle 10 --out /tmp/hostile.json     # the CI smoke's size
 
 The misbehaviours (``KINDS``; ``--per-kind`` connections of each, started spread over the
-hostile run's first part, after ``--subscribers`` subscribers), and what each must end with
-(``EXPECTED``, within ``limit`` seconds of its start; ``T``: the server's
+hostile run's first part, after ``--subscribers`` subscribers; all from a process of their
+own, so that their work does not stall the healthy clients' event loop), and what each
+must end with (``expected()``, within its limit in seconds from its start; ``T``: the server's
 ``idle_timeout_seconds``, set by ``--idle-timeout``; ``C``: uvicorn's 10 s for a client to
 answer a close frame):
 
