@@ -19,8 +19,9 @@ the hypotheses' order comes from an ``unordered_map``); children with equal sequ
 merged by log-add in double, the first one added (the best, or any of equal ones) keeping
 its timestamps. The script replays that rule on streamdec's encoder output (``replay``),
 records every decision taken between candidates whose float32 scores are within
-``--ulps`` units in the last place (a *tie*: which pair enters the beam at its edge, or
-which of two merged paths gives the timestamps), and searches for the ties whose other
+``--ulps`` units in the last place (a *tie*: which pair enters the beam at its edge,
+which of two merged paths gives the timestamps, or which hypothesis is a chunk's result:
+``max_element`` of score / len(ys) keeps the first of equal ones), and searches for the ties whose other
 order gives sherpa-onnx's result chunk by chunk (sherpa-onnx's best hypothesis after each
 chunk), the earliest chunk first (a flip is kept when that chunk's best hypothesis then
 agrees with sherpa-onnx's for longer). An utterance is *explained* when flipping ties alone
@@ -193,16 +194,44 @@ class SherpaRule:
                     hyps = self.frame(hyps, row, frame, flips, out)
                 frame += 1
             if frame > t0:
-                out.chunk_best.append(self.best(hyps))
+                out.chunk_best.append(self.best(hyps, frame - 1, flips, out))
             else:
                 out.chunk_best.append(None)
             if until is not None and frame >= until:
                 break
+        if until is None and not out.float64_differs:  # the final result, by float64
+            norm = [h.score64 / (len(h.ys) + self.context_size) for h in hyps]
+            mine = max(range(len(hyps)), key=norm.__getitem__)
+            if (hyps[mine].ys, hyps[mine].frames) != out.chunk_best[-1]:
+                chosen = next(h for h in hyps if (h.ys, h.frames) == out.chunk_best[-1])
+                out.float64_differs.append({
+                    "frame": frame - 1, "sherpa_rule": (chosen.ys, -1),
+                    "float64": (hyps[mine].ys, -1),
+                    "float32_scores": (chosen.score / (len(chosen.ys) + self.context_size),
+                                       hyps[mine].score / (len(hyps[mine].ys)
+                                                           + self.context_size)),
+                    "float64_scores": (chosen.score64 / (len(chosen.ys) + self.context_size),
+                                       norm[mine])})
         return out
 
-    def best(self, hyps: list[Hyp]) -> tuple:
-        h = max(hyps, key=lambda h: h.score / (len(h.ys) + self.context_size))
-        return h.ys, h.frames
+    def best(self, hyps: list[Hyp], t: int, flips, out: Replay) -> tuple:
+        """The result after a chunk: the best by score / len(ys) (``max_element``: among
+        equal ones the first in the beam's order), or the second with a flip (a "best" tie)."""
+        def norm(h: Hyp, score: float) -> float:
+            return score / (len(h.ys) + self.context_size)
+
+        order = sorted(hyps, key=lambda h: -norm(h, h.score))
+        if len(order) > 1:
+            a, b = order[0], order[1]
+            na, nb = norm(a, a.score), norm(b, b.score)
+            ulps = abs(na - nb) / float(np.spacing(np.float32(max(abs(na), abs(nb)))))
+            if ulps <= self.ulps:
+                tie = Tie(t, "best", (a.ys, -1), (b.ys, -1), (na, nb), ulps,
+                          (norm(a, a.score64), norm(b, b.score64)))
+                out.ties.append(tie)
+                if (t, tie.first, tie.second) in flips:
+                    return b.ys, b.frames
+        return order[0].ys, order[0].frames
 
     def frame(self, hyps: list[Hyp], enc: np.ndarray, t: int, flips, out: Replay
               ) -> list[Hyp]:
@@ -338,7 +367,8 @@ def diverging(replay: Replay, rec) -> dict | None:
     a, b = d["float32_scores"]
     return {"frame": d["frame"],
             **{side: {"tokens_tail": [names[x] for x in d[side][0][-3:]],
-                      "token": names[d[side][1]]} for side in ("sherpa_rule", "float64")},
+                      "token": names[d[side][1]] if d[side][1] >= 0 else "(the result)"}
+               for side in ("sherpa_rule", "float64")},
             "float32_scores": [a, b],
             "ulps": round(abs(a - b) / float(np.spacing(np.float32(max(abs(a), abs(b))))), 3),
             "float64_scores": list(d["float64_scores"]),
@@ -349,7 +379,8 @@ def tie_report(t: Tie, rec) -> dict:
     def cand(k):
         ys, v = k
         names = rec.symbols.id_to_symbol
-        return {"tokens_tail": [names[x] for x in ys[-3:]], "token": names[v]}
+        return {"tokens_tail": [names[x] for x in ys[-3:]],
+                "token": names[v] if v >= 0 else "(the hypothesis itself)"}
     return {"frame": t.frame, "kind": t.kind, "first": cand(t.first), "second": cand(t.second),
             "float32_scores": list(t.scores32), "ulps": round(t.ulps, 3),
             "float64_scores": list(t.scores64),
