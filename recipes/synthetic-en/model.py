@@ -34,6 +34,7 @@ class ModelConfig:
     joiner_dim: int = 256
     context_size: int = 2
     dropout: float = 0.1
+    simple_heads: bool = False  # the pruned loss's am / lm heads to the vocabulary (training only)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -160,6 +161,9 @@ class Transducer(nn.Module):
         self.joiner = Joiner(cfg)
         self.ctc_head = nn.Linear(cfg.d_model, cfg.vocab_size)
         self.phone_head = nn.Linear(cfg.d_model, cfg.num_phones) if cfg.num_phones else None
+        if cfg.simple_heads:  # registered last: an optimizer state saved without them still lines up
+            self.simple_am_head = nn.Linear(cfg.d_model, cfg.vocab_size)
+            self.simple_lm_head = nn.Linear(cfg.decoder_dim, cfg.vocab_size)
 
     def encode(self, feats: Tensor, feat_lens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Whole utterances from zero states: (N, T, F) -> out (N, T', D), mid (N, T', D), lens (N,)."""
@@ -167,10 +171,13 @@ class Transducer(nn.Module):
         out, mid, _, _ = self.encoder(feats, s0.to(feats), s1.to(feats))
         return out, mid, encoder_frames(feat_lens)
 
+    def decode_targets(self, targets: Tensor) -> Tensor:
+        """targets (N, U) padded with 0 -> decoder output (N, U+1, E) after blank, y1 .. yU."""
+        blank = torch.zeros_like(targets[:, :1])
+        return self.decoder(torch.cat([blank, targets], 1), pad=True)
+
     def lattice_logits(self, enc: Tensor, targets: Tensor) -> Tensor:
         """enc (N, T', D), targets (N, U) padded with 0 -> logits (N, T', U+1, V)."""
-        blank = torch.zeros_like(targets[:, :1])
-        dec = self.decoder(torch.cat([blank, targets], 1), pad=True)  # (N, U+1, E)
         e = self.joiner.encoder_proj(enc).unsqueeze(2)
-        d = self.joiner.decoder_proj(dec).unsqueeze(1)
+        d = self.joiner.decoder_proj(self.decode_targets(targets)).unsqueeze(1)
         return self.joiner(e, d)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["rnnt_loss", "modified_rnnt_loss"]
+__all__ = ["rnnt_loss", "modified_rnnt_loss", "rnnt_from_lattice", "modified_from_lattice", "lattice",
+           "IMPOSSIBLE"]
 
-_IMPOSSIBLE = -1.0e4  # log-probability of unreachable lattice cells (finite: no NaN gradients)
+IMPOSSIBLE = _IMPOSSIBLE = -1.0e4  # log-probability of unreachable lattice cells (finite: no NaN gradients)
 
 
 def rnnt_loss(logits: Tensor, targets: Tensor, logit_lengths: Tensor, target_lengths: Tensor,
@@ -36,28 +37,69 @@ def rnnt_loss(logits: Tensor, targets: Tensor, logit_lengths: Tensor, target_len
 
     logits (N, T, U+1, V) raw joiner outputs; targets (N, U) int64 (padding: any valid id);
     logit_lengths (N,), target_lengths (N,) int64. Returns (N,) in the dtype of logits."""
-    n, t_max, u1, _ = logits.shape
-    lse = torch.logsumexp(logits, dim=-1)  # (N, T, U+1)
-    lp_blank = (logits[..., blank] - lse).double()  # (N, T, U+1)
-    idx = targets.unsqueeze(1).expand(n, t_max, u1 - 1).unsqueeze(-1)
-    lp_emit = (logits[:, :, :-1, :].gather(-1, idx).squeeze(-1) - lse[:, :, :-1]).double()  # (N, T, U)
-
-    zero = lp_emit.new_zeros(n, t_max, 1)
-    cum = torch.cat([zero, lp_emit], dim=2).cumsum(dim=2)  # C[t, u] = sum_{j<u} e[t, j]
-    alpha = cum[:, 0]  # (N, U+1)
-    alphas = [alpha]
-    for t in range(1, t_max):
-        a = alpha + lp_blank[:, t - 1]
-        alpha = cum[:, t] + torch.logcumsumexp(a - cum[:, t], dim=1)
-        alphas.append(alpha)
-    alphas = torch.stack(alphas, dim=1)  # (N, T, U+1)
-    rows = torch.arange(n, device=logits.device)
-    last_t = logit_lengths - 1
-    final = alphas[rows, last_t, target_lengths] + lp_blank[rows, last_t, target_lengths]
-    return (-final).to(logits.dtype)
+    lp_blank, lp_emit = lattice(logits, targets, blank)
+    return rnnt_from_lattice(lp_blank, lp_emit, logit_lengths, target_lengths).to(logits.dtype)
 
 
-def _lattice(logits: Tensor, targets: Tensor, blank: int) -> tuple[Tensor, Tensor]:
+def rnnt_from_lattice(lp_blank: Tensor, lp_emit: Tensor, logit_lengths: Tensor, target_lengths: Tensor) -> Tensor:
+    """``rnnt_loss`` from the lattice's log-probabilities: lp_blank (N, T, U+1), lp_emit
+    (N, T, U) (float64; a cell off every allowed path may hold ``IMPOSSIBLE``). Returns (N,).
+
+    Forward-backward: the gradient is computed with the loss, from alpha and beta (one
+    loop over the frames each, no autograd graph of the loop)."""
+    return _Standard.apply(lp_blank, lp_emit, logit_lengths, target_lengths)
+
+
+def _terminal(like: Tensor, target_lengths: Tensor) -> Tensor:
+    """(N, U+1): 0 at each utterance's last target position, impossible elsewhere."""
+    out = like.new_full(like.shape, _IMPOSSIBLE)
+    out[torch.arange(like.shape[0], device=like.device), target_lengths] = 0.0
+    return out
+
+
+class _Standard(torch.autograd.Function):
+    """alpha[t, u] = logaddexp(alpha[t-1, u] + b[t-1, u], alpha[t, u-1] + e[t, u-1]): with
+    C[t, u] = sum_{j<u} e[t, j], alpha[t] = C[t] + logcumsumexp(alpha[t-1] + b[t-1] - C[t]);
+    beta[t, u] (from cell (t, u) to the end, its own transitions included) =
+    -C[t, u] + log sum_{k>=u} exp(C[t, k] + b[t, k] + beta[t+1, k]), where beta at an
+    utterance's last frame's next row is 0 at U and impossible elsewhere. -log Z = -beta[0, 0]."""
+
+    @staticmethod
+    def forward(ctx, lp_blank, lp_emit, logit_lengths, target_lengths):
+        n, t_max, u1 = lp_blank.shape
+        cum = torch.cat([lp_emit.new_zeros(n, t_max, 1), lp_emit], dim=2).cumsum(dim=2)
+        alpha = torch.empty_like(lp_blank)
+        a = cum[:, 0]
+        alpha[:, 0] = a
+        for t in range(1, t_max):
+            a = cum[:, t] + torch.logcumsumexp(a + lp_blank[:, t - 1] - cum[:, t], dim=1)
+            alpha[:, t] = a
+        terminal = _terminal(lp_blank[:, 0], target_lengths)
+        last = (logit_lengths - 1).unsqueeze(1)
+        beta = lp_blank.new_full((n, t_max + 1, u1), _IMPOSSIBLE)
+        after = lp_blank.new_full((n, t_max, u1), _IMPOSSIBLE)  # beta of the next row, per frame
+        for t in range(t_max - 1, -1, -1):
+            nxt = torch.where(last == t, terminal, beta[:, t + 1])
+            x = cum[:, t] + lp_blank[:, t] + nxt
+            b = torch.logcumsumexp(x.flip(1), dim=1).flip(1) - cum[:, t]
+            beta[:, t] = torch.where(last >= t, b, beta.new_full((), _IMPOSSIBLE))
+            after[:, t] = nxt
+        log_z = beta[:, 0, 0]
+        live = (torch.arange(t_max, device=lp_blank.device).unsqueeze(0) <= last).unsqueeze(2)  # (N, T, 1)
+        z = log_z[:, None, None]
+        g_blank = torch.where(live, -torch.exp(alpha + lp_blank + after - z), lp_blank.new_zeros(()))
+        g_emit = torch.where(live, -torch.exp(alpha[:, :, :-1] + lp_emit + beta[:, :t_max, 1:] - z),
+                             lp_emit.new_zeros(()))
+        ctx.save_for_backward(g_blank, g_emit)
+        return -log_z
+
+    @staticmethod
+    def backward(ctx, grad):
+        g_blank, g_emit = ctx.saved_tensors
+        return grad[:, None, None] * g_blank, grad[:, None, None] * g_emit, None, None
+
+
+def lattice(logits: Tensor, targets: Tensor, blank: int = 0) -> tuple[Tensor, Tensor]:
     """(lp_blank (N, T, U+1), lp_emit (N, T, U)) in float64."""
     n, t_max, u1, _ = logits.shape
     lse = torch.logsumexp(logits, dim=-1)
@@ -75,19 +117,50 @@ def modified_rnnt_loss(logits: Tensor, targets: Tensor, logit_lengths: Tensor, t
     loss = -alpha[T, U]. Utterances with U > T have no alignment: their loss is 0 and
     they get no gradient (filter them, or count them with ``target_lengths > logit_lengths``).
     Same arguments and result as ``rnnt_loss``."""
-    n, t_max, u1, _ = logits.shape
-    lp_blank, lp_emit = _lattice(logits, targets, blank)
-    alpha = lp_blank.new_full((n, u1), _IMPOSSIBLE)
-    alpha[:, 0] = 0.0
-    pad = lp_blank.new_full((n, 1), _IMPOSSIBLE)
-    alphas = [alpha]
-    for t in range(t_max):
-        stay = alpha + lp_blank[:, t]
-        move = torch.cat([pad, alpha[:, :-1] + lp_emit[:, t]], dim=1)
-        alpha = torch.logaddexp(stay, move)
-        alphas.append(alpha)
-    alphas = torch.stack(alphas, dim=1)  # (N, T+1, U+1)
-    rows = torch.arange(n, device=logits.device)
-    final = alphas[rows, logit_lengths, target_lengths]
-    feasible = target_lengths <= logit_lengths
-    return torch.where(feasible, -final, torch.zeros_like(final)).to(logits.dtype)
+    lp_blank, lp_emit = lattice(logits, targets, blank)
+    return modified_from_lattice(lp_blank, lp_emit, logit_lengths, target_lengths).to(logits.dtype)
+
+
+def modified_from_lattice(lp_blank: Tensor, lp_emit: Tensor, logit_lengths: Tensor,
+                          target_lengths: Tensor) -> Tensor:
+    """``modified_rnnt_loss`` from the lattice's log-probabilities (as ``rnnt_from_lattice``;
+    forward-backward too)."""
+    return _Modified.apply(lp_blank, lp_emit, logit_lengths, target_lengths)
+
+
+class _Modified(torch.autograd.Function):
+    """alpha[t+1, u] = logaddexp(alpha[t, u] + b[t, u], alpha[t, u-1] + e[t, u-1]), alpha[0, 0] = 0;
+    beta[t, u] = logaddexp(b[t, u] + beta[t+1, u], e[t, u] + beta[t+1, u+1]), beta[T, U] = 0."""
+
+    @staticmethod
+    def forward(ctx, lp_blank, lp_emit, logit_lengths, target_lengths):
+        n, t_max, u1 = lp_blank.shape
+        imp = lp_blank.new_full((n, 1), _IMPOSSIBLE)
+        alpha = lp_blank.new_full((n, t_max + 1, u1), _IMPOSSIBLE)
+        alpha[:, 0, 0] = 0.0
+        for t in range(t_max):
+            alpha[:, t + 1] = torch.logaddexp(alpha[:, t] + lp_blank[:, t],
+                                              torch.cat([imp, alpha[:, t, :-1] + lp_emit[:, t]], dim=1))
+        terminal = _terminal(lp_blank[:, 0], target_lengths)
+        ends = logit_lengths.unsqueeze(1)
+        beta = lp_blank.new_full((n, t_max + 1, u1), _IMPOSSIBLE)
+        beta[:, t_max] = torch.where(ends == t_max, terminal, beta[:, t_max])
+        for t in range(t_max - 1, -1, -1):
+            rec = torch.logaddexp(lp_blank[:, t] + beta[:, t + 1],
+                                  torch.cat([lp_emit[:, t] + beta[:, t + 1, 1:], imp], dim=1))
+            beta[:, t] = torch.where(ends == t, terminal, torch.where(ends > t, rec, beta[:, t]))
+        log_z = beta[:, 0, 0]
+        feasible = (target_lengths <= logit_lengths)
+        live = ((torch.arange(t_max, device=lp_blank.device).unsqueeze(0) < ends)
+                & feasible.unsqueeze(1)).unsqueeze(2)
+        z = log_z[:, None, None]
+        g_blank = torch.where(live, -torch.exp(alpha[:, :t_max] + lp_blank + beta[:, 1:] - z), lp_blank.new_zeros(()))
+        g_emit = torch.where(live, -torch.exp(alpha[:, :t_max, :-1] + lp_emit + beta[:, 1:, 1:] - z),
+                             lp_emit.new_zeros(()))
+        ctx.save_for_backward(g_blank, g_emit)
+        return torch.where(feasible, -log_z, torch.zeros_like(log_z))
+
+    @staticmethod
+    def backward(ctx, grad):
+        g_blank, g_emit = ctx.saved_tensors
+        return grad[:, None, None] * g_blank, grad[:, None, None] * g_emit, None, None

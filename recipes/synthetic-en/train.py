@@ -10,7 +10,7 @@ running) are picked up at the next epoch.
 
 Every ``--ckpt-min`` minutes: exp/last.pt (resume point). Every ``--eval-min``
 minutes: greedy CER/WER on the dev sets -> exp/curves.tsv, best by ``--select-by``'s CER
-(espeak; stage 3d: piper) -> exp/best.pt. Log: exp/train.log (stdout).
+(espeak; stage 3d: piper; real English: heldout) -> exp/best.pt. Log: exp/train.log (stdout).
 
 ``--init``: start from the weights of a training checkpoint or an exported model.pt
 (fine-tuning; the training-only heads start fresh where the file has none).
@@ -35,11 +35,13 @@ from data import collate, load_dev_set, load_shards, make_batches
 from export import weights_from_scripted
 from greedy import greedy_search
 from model import ModelConfig, Transducer
-from rnnt_loss import modified_rnnt_loss, rnnt_loss
+from pruned_rnnt import band_lattice, band_logits, prune_starts, simple_lattice
+from rnnt_loss import lattice, modified_from_lattice, rnnt_from_lattice
 from score import error_rates
 from units import TOKENS, PhoneSet, ids_to_text
 
-DEV_SETS = ("espeak", "flite", "espeak8k", "piper")  # those that exist; piper: make_dev.py --piper
+# those that exist; piper: make_dev.py --piper; heldout (real speakers): make_dev.py --real-en
+DEV_SETS = ("espeak", "flite", "espeak8k", "piper", "heldout")
 
 
 def evaluate(model: Transducer, dev: dict[str, list], batch: int = 50) -> dict[str, dict[str, float]]:
@@ -87,8 +89,35 @@ def save(path: Path, **state) -> None:
     os.replace(tmp, path)
 
 
+def transducer_losses(model: Transducer, enc, lens, tok, tok_lens, loss_type: str, prune: int,
+                      simple_weight: float) -> tuple[torch.Tensor, dict]:
+    """The summed transducer loss of a batch (and its parts): on the full lattice, or with
+    ``prune`` = S > 0 on bands of S target positions chosen by the simple joiner
+    (pruned_rnnt); with ``simple_weight`` > 0 (the model has simple heads) plus that
+    much of the simple joiner's own loss, which trains the heads that choose the bands."""
+    parts, extra = {}, 0.0
+    dec = model.decode_targets(tok)
+    if simple_weight > 0 or prune:
+        sb, se = simple_lattice(model.simple_am_head(enc), model.simple_lm_head(dec), tok)
+        l_simple = rnnt_from_lattice(sb, se, lens, tok_lens).sum()
+        extra, parts["simple"] = simple_weight * l_simple, float(l_simple.detach())
+    if prune:
+        width = min(prune, tok.shape[1] + 1)
+        starts = prune_starts(sb, se, lens, tok_lens, width, rnnt_from_lattice)
+        logits = band_logits(model.joiner.encoder_proj(enc), model.joiner.decoder_proj(dec), starts, width,
+                             model.joiner)
+        blank_lp, emit_lp = band_lattice(logits, tok, starts)
+    else:
+        e = model.joiner.encoder_proj(enc).unsqueeze(2)
+        blank_lp, emit_lp = lattice(model.joiner(e, model.joiner.decoder_proj(dec).unsqueeze(1)), tok)
+    standard = rnnt_from_lattice(blank_lp, emit_lp, lens, tok_lens).sum() if loss_type != "modified" else 0.0
+    modified = modified_from_lattice(blank_lp, emit_lp, lens, tok_lens).sum() if loss_type != "standard" else 0.0
+    main = 0.5 * (standard + modified) if loss_type == "mixed" else standard + modified
+    return (main + extra).float(), parts
+
+
 def losses(model: Transducer, b, phone_weight: float, ctc_weight: float,
-           loss_type: str = "standard") -> tuple[torch.Tensor, dict]:
+           loss_type: str = "standard", prune: int = 0, simple_weight: float = 0.0) -> tuple[torch.Tensor, dict]:
     enc, mid, enc_lens = model.encode(b.feats, b.feat_lens)
     # utterances without an English transcript (real foreign voices) train the phoneme head only
     has_text = b.token_lens > 0
@@ -97,14 +126,10 @@ def losses(model: Transducer, b, phone_weight: float, ctc_weight: float,
     if bool(has_text.any()):
         keep = has_text.nonzero().squeeze(1)
         t_enc, t_lens, t_tok, t_tok_lens = enc[keep], enc_lens[keep], b.tokens[keep], b.token_lens[keep]
-        logits = model.lattice_logits(t_enc, t_tok)
-        if loss_type == "mixed":
-            l_rnnt = 0.5 * (rnnt_loss(logits, t_tok, t_lens, t_tok_lens).sum()
-                            + modified_rnnt_loss(logits, t_tok, t_lens, t_tok_lens).sum()) / ntok
-        else:
-            transducer_loss = modified_rnnt_loss if loss_type == "modified" else rnnt_loss
-            l_rnnt = transducer_loss(logits, t_tok, t_lens, t_tok_lens).sum() / ntok
+        l_rnnt, more = transducer_losses(model, t_enc, t_lens, t_tok, t_tok_lens, loss_type, prune, simple_weight)
+        l_rnnt = l_rnnt / ntok
         total, parts["rnnt"] = l_rnnt, l_rnnt.item()
+        parts.update({k: v / float(ntok) for k, v in more.items()})
         if ctc_weight > 0:
             lp = F.log_softmax(model.ctc_head(t_enc), -1).transpose(0, 1)
             l_ctc = F.ctc_loss(lp, t_tok, t_lens, t_tok_lens, reduction="sum", zero_infinity=True) / ntok
@@ -139,6 +164,11 @@ def main() -> None:
     ap.add_argument("--init", type=Path, help="initial weights: a training checkpoint or an exported model.pt")
     ap.add_argument("--standard-steps", type=int, default=0,
                     help="use the standard transducer loss for the first N steps (the shipped run: 1460)")
+    ap.add_argument("--prune-range", type=int, default=0,
+                    help="pruned transducer loss on bands of this many target positions (0: full lattice)")
+    ap.add_argument("--prune-from-step", type=int, default=0,
+                    help="full lattice (with the simple joiner's loss, so its heads learn) before this step")
+    ap.add_argument("--simple-weight", type=float, default=0.25, help="weight of the simple joiner's loss")
     ap.add_argument("--vtlp", type=float, default=0.6, help="probability of VTLP per utterance")
     ap.add_argument("--vtlp-from-step", type=int, default=0, help="no VTLP before this step (shipped run: 980)")
     ap.add_argument("--eval-min", type=float, default=10.0)
@@ -163,13 +193,19 @@ def main() -> None:
     if init:
         arch = {k: v for k, v in init[1].items() if k not in ("vocab_size", "num_phones")}
     cfg = ModelConfig(vocab_size=len(TOKENS), num_phones=len(phone_set) if args.phone_weight > 0 else 0, **arch)
+    if args.prune_range:
+        cfg = ModelConfig(**{**cfg.to_dict(), "simple_heads": True})
     if resume:
-        cfg = ModelConfig(**resume["config"])
+        cfg = ModelConfig(**{**resume["config"], **({"simple_heads": True} if args.prune_range else {})})
     model = Transducer(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
     if resume:
-        model.load_state_dict(resume["model"])
-        opt.load_state_dict(resume["opt"])
+        missing = model.load_state_dict(resume["model"], strict=False).missing_keys
+        if any(not k.startswith("simple_") for k in missing):
+            raise ValueError(f"{last}: no weights for {missing}")
+        opt_state = resume["opt"]  # the simple heads, added on resume, are the last parameters
+        opt_state["param_groups"][0]["params"] = list(range(len(list(model.parameters()))))
+        opt.load_state_dict(opt_state)
         step, epoch, elapsed, best = resume["step"], resume["epoch"], resume["elapsed"], resume["best"]
     elif init:
         init_weights(model, init[0], args.init)
@@ -215,7 +251,9 @@ def main() -> None:
                 g["lr"] = lr
             b = collate([utts[i] for i in idx], rng, fill, args.vtlp if step >= args.vtlp_from_step else 0.0)
             loss_type = "standard" if step < args.standard_steps else args.loss_type
-            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight, loss_type)
+            prune = args.prune_range if step >= args.prune_from_step else 0
+            loss, parts = losses(model, b, args.phone_weight, args.ctc_weight, loss_type, prune,
+                                 args.simple_weight if args.prune_range else 0.0)
             opt.zero_grad()
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
