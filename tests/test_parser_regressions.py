@@ -266,3 +266,44 @@ def test_archive_cut_anywhere_in_its_gzip_header_is_a_download_error(tmp_path, c
     (tmp_path / "m.tar.gz").write_bytes(out.getvalue()[:cut])
     with pytest.raises(ModelDownloadError, match="not a readable"):
         unpack(tmp_path / "m.tar.gz", tmp_path / "dest")
+
+
+# -- archive links tarfile cannot make ----------------------------------------------------------
+def _tar(tmp_path, members) -> Path:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, kind, link, data in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.size = kind, link, len(data)
+            tar.addfile(info, io.BytesIO(data) if data else None)
+    (tmp_path / "m.tar").write_bytes(out.getvalue())
+    return tmp_path / "m.tar"
+
+
+@pytest.mark.parametrize("members", [
+    [("a", b"0", "", b"x"), ("a/b", b"2", "b", b"")],  # a symlink under a file: os.symlink fails
+    [("a", b"0", "", b"x"), (".", b"2", ".", b"")],
+    [("m/a", b"1", "m/a", b"")],  # a hard link to itself
+])
+def test_archive_link_that_cannot_be_made_is_a_download_error(tmp_path, members):
+    """Found by test_properties_files: a link tarfile could not make (a symlink below a
+    file) it unpacks as a copy of its target, which here is the link itself: RecursionError
+    out of unpack instead of ModelDownloadError."""
+    from streamdec.errors import ModelDownloadError
+    from streamdec.hub.archive import unpack
+
+    with pytest.raises(ModelDownloadError, match="not a readable"):
+        unpack(_tar(tmp_path, members), tmp_path / "dest")
+
+
+def test_archive_hard_link_inside_the_model_is_unpacked(tmp_path):
+    """A hard link to a file of the archive was refused as 'a device or a FIFO' (the
+    check for links leaving the directory fell through to the one for devices)."""
+    from streamdec.hub.archive import unpack
+
+    model = unpack(_tar(tmp_path, [("m/tokens.txt", b"0", "", b"<blk> 0\n"),
+                                   ("m/copy.txt", b"1", "m/tokens.txt", b"")]), tmp_path / "d")
+    assert (model / "copy.txt").read_text() == "<blk> 0\n"

@@ -55,8 +55,9 @@ def _refuse(member: tarfile.TarInfo) -> str | None:
         if target.startswith("/") or _escapes(posixpath.join(posixpath.dirname(member.name),
                                                               target)):
             return f"it links to {target!r}, outside the model directory"
-    elif member.islnk() and _escapes(member.linkname):
-        return f"it links to {member.linkname!r}, outside the model directory"
+    elif member.islnk():
+        if _escapes(member.linkname):
+            return f"it links to {member.linkname!r}, outside the model directory"
     elif not (member.isfile() or member.isdir()):
         return "it is a device or a FIFO"
     return None
@@ -79,9 +80,12 @@ def unpack(archive: Path, dest: Path) -> Path:
                 tar.extract(member, dest, **extra)
     except ModelDownloadError:
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError, TypeError) as e:
+    except (tarfile.TarError, EOFError, OSError, ValueError, TypeError, KeyError,
+            RecursionError) as e:
         # (TypeError: tarfile's stream reader given a gzip header cut after its third
-        # byte calls ord() on nothing)
+        # byte calls ord() on nothing; a link tarfile cannot make it unpacks as a copy of
+        # its target, KeyError when there is none before it, RecursionError when the
+        # target is the link itself)
         raise ModelDownloadError(f"{archive.name}: not a readable .tar.bz2 archive "
                                  f"({type(e).__name__}: {e})") from None
     children = list(dest.iterdir())
