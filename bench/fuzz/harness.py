@@ -32,6 +32,8 @@ __all__ = ["DRAIN_TAG", "messages", "encode_messages", "drive", "check_call_even
 #: set (to 1) by ``run.py`` in a target's process: its imports of the project are
 #: instrumented for coverage and ``fuzz`` runs libFuzzer's engine
 FUZZING_ENV = "STREAMDEC_FUZZING"
+#: the folder ``run.py`` gives a target's scratch files (``scratch_file``)
+SCRATCH_ENV = "STREAMDEC_FUZZ_SCRATCH"
 
 BINARY_TAG, TEXT_TAG, DRAIN_TAG = 0, 1, 2
 
@@ -90,10 +92,16 @@ def fuzz(test_one_input) -> None:
 
 def scratch_file(name: str) -> Path:
     """A path ``name`` in a folder of its own for this process: where a file target
-    writes each input as the file its door reads (a config, tokens.txt, an archive)."""
+    writes each input as the file its door reads (a config, tokens.txt, an archive). The
+    folder is under ``SCRATCH_ENV``'s (``run.py``'s work folder, which it removes) or else
+    a temporary one removed when the process ends."""
+    import atexit
+    import shutil
     import tempfile
 
-    return Path(tempfile.mkdtemp(prefix="streamdec-fuzz-")) / name
+    folder = Path(tempfile.mkdtemp(prefix="streamdec-fuzz-", dir=os.environ.get(SCRATCH_ENV)))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder / name
 
 
 def feed_audio(data: bytes, encoding: str, channels: int) -> list:

@@ -100,7 +100,8 @@ def run_target(name: str, seconds: int, work: Path, artifacts: Path, timeout: in
     cmd += [f"-max_total_time={seconds}", f"-timeout={timeout}", f"-rss_limit_mb={rss_mb}",
             f"-max_len={max_len}", "-print_final_stats=1",
             f"-artifact_prefix={artifacts / name}/"]
-    env = dict(os.environ, STREAMDEC_FUZZING="1", PYTHONHASHSEED="0")
+    env = dict(os.environ, STREAMDEC_FUZZING="1", STREAMDEC_FUZZ_SCRATCH=str(work),
+               PYTHONHASHSEED="0")
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
