@@ -1,6 +1,9 @@
-"""Inputs that once broke a parser of the daemon (found by the property-based tests,
-tests/test_properties_*.py, and the fuzz campaign, bench/fuzz/), each replayed here: it
-must now get the project's typed error (or be taken), never a stray exception."""
+"""Inputs that once broke a parser of the daemon, each replayed here: it must now get the
+project's typed error (or be taken), never a stray exception. Found while writing the
+property-based tests (tests/test_properties_*.py: the JSON, number and TOML cases, read
+off the code and confirmed by those tests on the code before the fixes), by those tests
+(each case says so) and by the fuzz campaign (bench/fuzz/; its inputs are also replayed
+by tests/test_fuzz_targets.py)."""
 
 from __future__ import annotations
 
