@@ -310,3 +310,13 @@ def test_archive_hard_link_inside_the_model_is_unpacked(tmp_path):
     model = unpack(_tar(tmp_path, [("m/tokens.txt", b"0", "", b"<blk> 0\n"),
                                    ("m/copy.txt", b"1", "m/tokens.txt", b"")]), tmp_path / "d")
     assert (model / "copy.txt").read_text() == "<blk> 0\n"
+
+
+# -- a catalog size given as a boolean -----------------------------------------------------------
+def test_catalog_size_bytes_true_is_a_config_error():
+    """size_bytes = true passed as an archive size of 1 byte (a bool is an int)."""
+    from streamdec.errors import ConfigError
+    from streamdec.hub.catalog import CatalogEntry
+
+    with pytest.raises(ConfigError, match="size_bytes must be a positive integer, got True"):
+        CatalogEntry("m", "https://example.com/m.tar.bz2", ("tokens.txt",), size_bytes=True)

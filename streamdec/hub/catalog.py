@@ -56,8 +56,8 @@ class CatalogEntry:
                 or not all(isinstance(f, str) and f for f in self.files)):
             raise ConfigError(f"{where}: files must be a non-empty list of file names")
         object.__setattr__(self, "files", tuple(self.files))
-        if self.size_bytes is not None and not (isinstance(self.size_bytes, int)
-                                                and self.size_bytes > 0):
+        if self.size_bytes is not None and (isinstance(self.size_bytes, bool) or not (
+                isinstance(self.size_bytes, int) and self.size_bytes > 0)):
             raise ConfigError(f"{where}: size_bytes must be a positive integer, "
                               f"got {self.size_bytes!r}")
         if self.sha256 is not None:
