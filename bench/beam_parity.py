@@ -265,7 +265,10 @@ class SherpaRule:
         beam = self.merge(hyps, order[:self.beam], flat, total64, vocab, t)
         if not out.float64_differs:
             other = self.merge(hyps, order64, flat, total64, vocab, t)
-            if {(h.ys, h.frames) for h in beam} != {(h.ys, h.frames) for h in other}:
+            # other pairs in the beam (merged into the same sequences they change its score)
+            # or other timestamps kept
+            if (set(order[:self.beam]) != set(order64) or
+                    {(h.ys, h.frames) for h in beam} != {(h.ys, h.frames) for h in other}):
                 n = next(n for n, (i, j) in enumerate(zip(order, order64)) if i != j)
                 i, j = order[n], order64[n]
                 out.float64_differs.append({
