@@ -22,7 +22,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "synthetic-en"
 
-__all__ = ["Utterance", "dev_set", "transcribe", "error_rates", "normalize", "RECIPE"]
+__all__ = ["Utterance", "dev_set", "folder_set", "transcribe", "error_rates", "normalize", "RECIPE"]
 
 
 def _recipe():
@@ -87,6 +87,26 @@ def dev_set(name: str = "espeak", limit: int = 0) -> list[Utterance]:
         samples, rate = sf.read(folder / f"{utt}.wav", dtype="float32")
         out.append(Utterance(utt, text, samples, rate))
     return out
+
+
+def folder_set(folder: Path) -> list[Utterance]:
+    """The utterances of a dev set folder (``refs.tsv`` and ``UTT.wav``, as make_dev.py
+    writes them), in refs.tsv's order; a missing refs.tsv or wav is an error naming it."""
+    import soundfile as sf
+
+    _recipe()
+    from make_dev import read_refs
+
+    folder = Path(folder)
+    if not (folder / "refs.tsv").is_file():
+        raise SystemExit(f"{folder / 'refs.tsv'} missing: a dev set folder has refs.tsv "
+                         "(utt<TAB>text) and UTT.wav files")
+    refs = read_refs(folder / "refs.tsv")
+    missing = [u for u, _ in refs if not (folder / f"{u}.wav").is_file()]
+    if missing:
+        raise SystemExit(f"{folder}: {len(missing)} of the {len(refs)} utterances of refs.tsv "
+                         f"have no wav, first {folder / (missing[0] + '.wav')}")
+    return [Utterance(u, t, *sf.read(folder / f"{u}.wav", dtype="float32")) for u, t in refs]
 
 
 def _synthesise(engine: str, rows: list[tuple[int, str, str]], folder: Path) -> None:

@@ -26,6 +26,11 @@ Measured, each for ``greedy``, ``modified_beam`` (beam 4) and ``accurate``
 so that one report holds a model's real and synthetic error rates (report key
 ``synthetic``: set -> method -> wer, cer, utts).
 
+``--heldout DIR`` also scores the same methods on a dev set folder (``refs.tsv``:
+utt<TAB>text, and ``UTT.wav`` files, as make_dev.py writes them), such as the recipe's
+held-out real speakers (``make_dev.py --real-en``: data/dev-real/heldout), report key
+``heldout``: method -> wer, cer, utts (and ``heldout_dir``).
+
 ``--capture`` (off by default) also measures capture-path stability: each file, after
 0.3 s of silence, played by paplay into a private PulseAudio null sink at 48 kHz
 (bench/null_sink.py; PulseAudio resamples the 16 kHz files) and captured from its
@@ -38,6 +43,7 @@ and libportaudio2; without them ``--capture`` fails saying so.
     python bench/realvoice.py --files cards/001,alsa/Front_Center --methods greedy --out x.json
     python bench/realvoice.py --methods greedy --no-timing --capture --out x.json
     python bench/realvoice.py --model DIR --synthetic --capture --out x.json
+    python bench/realvoice.py --heldout recipes/synthetic-en/data/dev-real/heldout --out x.json
 """
 
 from __future__ import annotations
@@ -59,7 +65,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from devset import Utterance, _telephone, dev_set, error_rates, normalize, transcribe  # noqa: E402
+from devset import (Utterance, _telephone, dev_set, error_rates, folder_set, normalize,  # noqa: E402
+                    transcribe)
 from streamdec import Recognizer  # noqa: E402
 from streamdec.appconfig import load_config  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -144,6 +151,21 @@ def rates(utts: list[Utterance], hyps: dict[str, str]) -> dict:
         r = error_rates({u.utt: u.text for u in group}, {u.utt: hyps[u.utt] for u in group})
         out[part] = {"wer": round(r["wer"], 4), "cer": round(r["cer"], 4), "utts": len(group)}
     return out
+
+
+def scores(rec, utts: list[Utterance], searches: dict, methods: list[str], batch: int) -> dict:
+    """method -> {wer, cer, utts} of a whole set (no parts)."""
+    refs = {u.utt: u.text for u in utts}
+    out = {}
+    for m in methods:
+        r = error_rates(refs, transcribe(rec, utts, searches[m], batch=batch))
+        out[m] = {"wer": round(r["wer"], 4), "cer": round(r["cer"], 4), "utts": len(utts)}
+    return out
+
+
+def _print_scores(name: str, row: dict) -> None:
+    print(f"{name:14s} " + " ".join(f"{m} WER {r['wer']:.3f}" for m, r in row.items()),
+          file=sys.stderr, flush=True)
 
 
 def shifted(u: Utterance, ms: float) -> Utterance:
@@ -234,6 +256,7 @@ def capture_stability(utts: list[Utterance], file_hyps: dict[str, str], folder: 
 
 
 def measure(args) -> dict:
+    held = folder_set(args.heldout) if args.heldout else None  # a bad folder fails first
     app = load_config("accurate")
     config = app.recognizer
     if args.model:
@@ -271,13 +294,12 @@ def measure(args) -> dict:
             report["synthetic"] = {}
             for name in SYNTHETIC_SETS:
                 dev = dev_set(name, args.synthetic_limit)
-                refs = {u.utt: u.text for u in dev}
-                report["synthetic"][name] = row = {}
-                for m in methods:
-                    r = error_rates(refs, transcribe(rec, dev, searches[m], batch=args.batch))
-                    row[m] = {"wer": round(r["wer"], 4), "cer": round(r["cer"], 4), "utts": len(dev)}
-                print(f"{name:14s} " + " ".join(f"{m} WER {row[m]['wer']:.3f}" for m in methods),
-                      file=sys.stderr, flush=True)
+                report["synthetic"][name] = scores(rec, dev, searches, methods, args.batch)
+                _print_scores(name, report["synthetic"][name])
+        if held is not None:
+            report["heldout_dir"] = str(args.heldout)
+            report["heldout"] = scores(rec, held, searches, methods, args.batch)
+            _print_scores("heldout", report["heldout"])
         if args.capture:
             greedy = transcribe(rec, utts, searches["greedy"], batch=args.batch)
             cap = capture_stability(utts, greedy, Path(tmp), args.model)
@@ -306,6 +328,8 @@ def main(argv=None) -> None:
                     help="also score the methods on the synthetic dev sets (espeak, flite, espeak8k)")
     ap.add_argument("--synthetic-limit", type=int, default=0,
                     help="--synthetic: only each set's first N utterances (0: all)")
+    ap.add_argument("--heldout", type=Path,
+                    help="also score the methods on this dev set folder (refs.tsv, UTT.wav)")
     ap.add_argument("--capture", action="store_true",
                     help="also compare each file captured through a PulseAudio null sink by "
                          "'streamdec mic' with the file decoded directly (greedy)")

@@ -3,7 +3,8 @@
 scripts/install-test-deps.sh) and writes the documented report. Its WER numbers are the
 benchmark's business; the test checks the report's shape and the counts that must hold
 whatever the model: files, utterances per part, lead-ins per file, and (``--synthetic``)
-utterances per synthetic dev set. ``--capture`` runs on
+utterances per synthetic dev set; ``--heldout DIR`` on a made-up folder of two of the dev
+files must score exactly as those files do in the dev set. ``--capture`` runs on
 the same two files through a PulseAudio null sink (bench/null_sink.py) and checks its
 report the same way; without PulseAudio's tools it must fail, naming the packages."""
 
@@ -90,6 +91,54 @@ def test_capture_path_stability(tmp_path):
     # the file side is the benchmark's own greedy decode of the same files
     assert cap["wer_file"] == report["methods"]["greedy"]["wer"]
     assert f"identical {identical}/2 " in run.stderr
+
+
+def _heldout_folder(folder: Path, names: list[str]) -> dict:
+    """A made-up dev set folder holding these real dev files under new ids, as written by
+    make_dev.py (refs.tsv and 16-bit UTT.wav at the file's own rate): utt -> dev id."""
+    import soundfile as sf
+
+    folder.mkdir()
+    utts = {u.utt: u for u in real_dev_set(names)}
+    ids = {f"spk{i}-{n.split('/')[1]}": n for i, n in enumerate(names)}
+    for utt, name in ids.items():
+        sf.write(folder / f"{utt}.wav", utts[name].samples, utts[name].rate, subtype="PCM_16")
+    (folder / "refs.tsv").write_text("".join(f"{utt}\t{utts[n].text.upper()}\n"
+                                             for utt, n in ids.items()))
+    return ids
+
+
+def test_heldout_folder_scored_like_the_same_files_of_the_dev_set(tmp_path):
+    """``--heldout DIR``: the methods scored on a folder of refs.tsv + UTT.wav. The folder
+    holds the two dev files the run also decodes (16-bit, as read): its error rates must be
+    those of the dev set's ``all`` exactly."""
+    names = ["cards/001", "alsa/Front_Center"]
+    ids = _heldout_folder(tmp_path / "held", names)
+    out = tmp_path / "realvoice.json"
+    subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out", str(out),
+                    "--files", ",".join(names), "--methods", "greedy,modified_beam",
+                    "--shift-methods", "", "--no-timing", "--heldout", str(tmp_path / "held")],
+                   check=True, capture_output=True, timeout=240)
+    report = json.loads(out.read_text())
+    assert list(ids) == ["spk0-001", "spk1-Front_Center"]
+    assert report["heldout_dir"] == str(tmp_path / "held")
+    assert list(report["heldout"]) == ["greedy", "modified_beam"]
+    for m, row in report["heldout"].items():
+        assert row == {**report["methods"][m]["wer"]["all"], "utts": 2}
+
+
+def test_heldout_folder_missing_a_wav_fails_naming_it(tmp_path):
+    folder = tmp_path / "held"
+    _heldout_folder(folder, ["cards/001"])
+    with open(folder / "refs.tsv", "a") as f:
+        f.write("spk9-gone\tGONE\n")
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out",
+                          str(tmp_path / "x.json"), "--heldout", str(folder)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert run.stderr == (f"{folder}: 1 of the 2 utterances of refs.tsv have no wav, first "
+                          f"{folder / 'spk9-gone.wav'}\n")
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_capture_without_pulseaudio_fails_saying_so(tmp_path):
