@@ -7,6 +7,7 @@ mu-law-decoded samples so that the features are computed through the very same
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import subprocess
@@ -18,7 +19,7 @@ import soundfile as sf
 import soxr
 from scipy import signal
 
-__all__ = ["speed", "pitch_shift", "pad_silence", "add_noise", "reverberate", "telephone", "mulaw_roundtrip", "alaw_roundtrip",
+__all__ = ["speed", "tempo", "pitch_shift", "opus_roundtrip", "pad_silence", "add_noise", "reverberate", "telephone", "mulaw_roundtrip", "alaw_roundtrip",
            "gsm_roundtrip", "browser_resample", "clip", "augment"]
 
 
@@ -54,6 +55,29 @@ def pitch_shift(x: np.ndarray, cents: float, sample_rate: int = 16000) -> np.nda
                        check=True, capture_output=True)
         y, _ = sf.read(back, dtype="float32")
     return (_same_length(y, len(x)) / 0.7 * peak).astype(np.float32)
+
+
+def tempo(x: np.ndarray, factor: float, sample_rate: int = 16000) -> np.ndarray:
+    """Play ``factor`` times faster at the same pitch (sox ``tempo``, speech mode)."""
+    peak = float(np.max(np.abs(x))) + 1e-9
+    with _scratch() as d:
+        src, back = os.path.join(d, "a.wav"), os.path.join(d, "b.wav")
+        sf.write(src, x / peak * 0.7, sample_rate, subtype="PCM_16")
+        subprocess.run(["sox", "-D", "-q", src, "-b", "16", back, "tempo", "-s", f"{factor:.3f}"],
+                       check=True, capture_output=True)
+        y, _ = sf.read(back, dtype="float32")
+    return (y / 0.7 * peak).astype(np.float32)
+
+
+def opus_roundtrip(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> np.ndarray:
+    """Through a low-bitrate Opus encoder and back (libsndfile's; compression level
+    0.75-1.0 of its range: roughly 6-16 kbit/s for speech), as VoIP and browser calls carry it."""
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(x, -1, 1), sample_rate, format="OGG", subtype="OPUS",
+             compression_level=rng.uniform(0.75, 1.0))
+    buf.seek(0)
+    y, _ = sf.read(buf, dtype="float32")
+    return _same_length(y, len(x))
 
 
 def pad_silence(x: np.ndarray, rng: random.Random, sample_rate: int = 16000) -> np.ndarray:
@@ -166,16 +190,26 @@ def telephone(x: np.ndarray, rng: random.Random, sample_rate: int = 16000, codec
 
 
 def augment(x: np.ndarray, rng: random.Random, sample_rate: int = 16000,
-            channel: bool = False) -> tuple[np.ndarray, int, str]:
+            channel: bool = False, voice: bool = False) -> tuple[np.ndarray, int, str]:
     """One random augmentation chain for a 16 kHz utterance. ``channel`` (the real-voice
     fine-tuning; off for the shipped base recipe, whose data it would change) adds
     capture paths: other resamplers (20%), clipping (8%), A-law and GSM besides mu-law.
+
+    ``voice`` (real recorded speech, which is scarce: each recording is rendered several
+    times) adds tempo (20%) and pitch (20%, up to 300 cents either way) changes and
+    low-bitrate Opus (12%).
 
     Returns (samples, their rate, a short description such as 'speed1.1+noise12+tel')."""
     tags = []
     if rng.random() < 0.3:
         f = rng.choice([0.9, 0.95, 1.05, 1.1])
         x, tags = speed(x, f, sample_rate), tags + [f"speed{f:g}"]
+    if voice and rng.random() < 0.2:
+        f = rng.uniform(0.9, 1.1)
+        x, tags = tempo(x, f, sample_rate), tags + [f"tempo{f:.2f}"]
+    if voice and rng.random() < 0.2:
+        c = rng.uniform(-300, 300)
+        x, tags = pitch_shift(x, c, sample_rate), tags + [f"pitch{c:+.0f}"]
     x = pad_silence(x, rng, sample_rate)
     if rng.random() < 0.2:
         x, tags = reverberate(x, rng, sample_rate), tags + ["reverb"]
@@ -188,6 +222,8 @@ def augment(x: np.ndarray, rng: random.Random, sample_rate: int = 16000,
     x = (x / peak * rng.uniform(0.05, 0.95)).astype(np.float32)
     if channel and rng.random() < 0.08:
         x, tags = clip(x, rng), tags + ["clip"]
+    if voice and rng.random() < 0.12:
+        x, tags = opus_roundtrip(x, rng, sample_rate), tags + ["opus"]
     if rng.random() < 0.25:
         return telephone(x, rng, sample_rate, codecs=channel), 8000, "+".join(tags + ["tel"])
     return x, sample_rate, "+".join(tags) or "clean"

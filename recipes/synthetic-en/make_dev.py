@@ -9,9 +9,12 @@
             voice en_US-joe-medium, which stage 3c and 3d train on (so this set measures
             held-out sentences in a trained voice, not a new voice); Piper's noise makes it
             differ slightly from run to run.
+- heldout:  (``--real-en``) the held-out real speakers of ``real_en`` (3 Mini LibriSpeech
+            speakers, 4 AN4 test speakers), as 16 kHz wav decoded from the set's Opus
+            files: it picks the checkpoints of the real-English fine-tuning.
 Each set also gets ``refs.tsv`` (``utt_id<TAB>text``); wav stems are the utt ids.
 
-Usage: python make_dev.py OUT_DIR [--limit N] [--piper]
+Usage: python make_dev.py OUT_DIR [--limit N] [--piper | --real-en]
 """
 
 from __future__ import annotations
@@ -68,6 +71,19 @@ def make_piper_set(refs: list[tuple[str, str]], out: Path) -> None:
     write_refs(out, refs)
 
 
+def make_heldout_set(out: Path, limit: int = 0) -> None:
+    from real_en import clips
+
+    out.mkdir(parents=True, exist_ok=True)
+    refs = []
+    for c in clips("heldout")[: limit or None]:
+        utt = f"{c.corpus}-{c.path.stem}"
+        samples, rate = sf.read(c.path, dtype="float32")
+        sf.write(out / f"{utt}.wav", samples, rate, subtype="PCM_16")
+        refs.append((utt, c.text))
+    write_refs(out, refs)
+
+
 def write_refs(out: Path, refs: list[tuple[str, str]]) -> None:
     (out / "refs.tsv").write_text("".join(f"{u}\t{t}\n" for u, t in refs), encoding="utf-8")
 
@@ -78,7 +94,11 @@ def main() -> None:
     ap.add_argument("--refs-dir", type=Path, default=HERE / "dev")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--piper", action="store_true", help="only the piper set (needs piper-tts)")
+    ap.add_argument("--real-en", action="store_true", help="only the held-out real speakers (heldout)")
     args = ap.parse_args()
+    if args.real_en:
+        make_heldout_set(args.out_dir / "heldout", args.limit)
+        return
     if args.piper:
         make_piper_set(read_refs(args.refs_dir / "flite.tsv")[: args.limit or None], args.out_dir / "piper")
         return

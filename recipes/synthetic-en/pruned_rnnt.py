@@ -20,6 +20,11 @@ is what made training on real read speech slow. Instead:
 
 With S >= U+1 the band is the whole lattice and the loss equals the full loss; with a
 smaller S it can only be larger (paths are removed), tested in tests/test_rnnt_loss.py.
+The bands follow the standard topology's occupancy; the one-symbol-per-frame (modified)
+topology's paths lag behind it, so S must leave them room: on six 16-17 s LibriSpeech
+utterances of a partly trained model, S = 5 gave the standard loss within 5-20 % of the
+full one but the modified loss 44-296 nats per token on three of them (their paths left
+the band), and S = 10 both within 4 % (S = 20: equal to 3 decimals). The recipe uses 10.
 
 Shape legend: N batch, T encoder frames, U target length, S band width, V vocab, J joiner dim.
 """

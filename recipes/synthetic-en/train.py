@@ -101,18 +101,21 @@ def transducer_losses(model: Transducer, enc, lens, tok, tok_lens, loss_type: st
         sb, se = simple_lattice(model.simple_am_head(enc), model.simple_lm_head(dec), tok)
         l_simple = rnnt_from_lattice(sb, se, lens, tok_lens).sum()
         extra, parts["simple"] = simple_weight * l_simple, float(l_simple.detach())
-    if prune:
-        width = min(prune, tok.shape[1] + 1)
-        starts = prune_starts(sb, se, lens, tok_lens, width, rnnt_from_lattice)
-        logits = band_logits(model.joiner.encoder_proj(enc), model.joiner.decoder_proj(dec), starts, width,
-                             model.joiner)
-        blank_lp, emit_lp = band_lattice(logits, tok, starts)
-    else:
-        e = model.joiner.encoder_proj(enc).unsqueeze(2)
-        blank_lp, emit_lp = lattice(model.joiner(e, model.joiner.decoder_proj(dec).unsqueeze(1)), tok)
-    standard = rnnt_from_lattice(blank_lp, emit_lp, lens, tok_lens).sum() if loss_type != "modified" else 0.0
-    modified = modified_from_lattice(blank_lp, emit_lp, lens, tok_lens).sum() if loss_type != "standard" else 0.0
-    main = 0.5 * (standard + modified) if loss_type == "mixed" else standard + modified
+    topologies = {"standard": [rnnt_from_lattice], "modified": [modified_from_lattice],
+                  "mixed": [rnnt_from_lattice, modified_from_lattice]}[loss_type]
+    terms = []
+    for loss in topologies:
+        if prune:  # each topology on bands from its own occupancy of the simple lattice
+            width = min(prune, tok.shape[1] + 1)
+            starts = prune_starts(sb, se, lens, tok_lens, width, loss)
+            logits = band_logits(model.joiner.encoder_proj(enc), model.joiner.decoder_proj(dec), starts, width,
+                                 model.joiner)
+            blank_lp, emit_lp = band_lattice(logits, tok, starts)
+        elif not terms:
+            e = model.joiner.encoder_proj(enc).unsqueeze(2)
+            blank_lp, emit_lp = lattice(model.joiner(e, model.joiner.decoder_proj(dec).unsqueeze(1)), tok)
+        terms.append(loss(blank_lp, emit_lp, lens, tok_lens).sum())
+    main = sum(terms) / len(terms)
     return (main + extra).float(), parts
 
 
