@@ -153,14 +153,15 @@ def rates(utts: list[Utterance], hyps: dict[str, str]) -> dict:
     return out
 
 
+def whole_rates(utts: list[Utterance], hyps: dict[str, str]) -> dict:
+    """{wer, cer, utts} of a whole set (no parts)."""
+    r = error_rates({u.utt: u.text for u in utts}, hyps)
+    return {"wer": round(r["wer"], 4), "cer": round(r["cer"], 4), "utts": len(utts)}
+
+
 def scores(rec, utts: list[Utterance], searches: dict, methods: list[str], batch: int) -> dict:
     """method -> {wer, cer, utts} of a whole set (no parts)."""
-    refs = {u.utt: u.text for u in utts}
-    out = {}
-    for m in methods:
-        r = error_rates(refs, transcribe(rec, utts, searches[m], batch=batch))
-        out[m] = {"wer": round(r["wer"], 4), "cer": round(r["cer"], 4), "utts": len(utts)}
-    return out
+    return {m: whole_rates(utts, transcribe(rec, utts, searches[m], batch=batch)) for m in methods}
 
 
 def _print_scores(name: str, row: dict) -> None:
