@@ -65,8 +65,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from devset import (Utterance, _telephone, dev_set, error_rates, folder_set, normalize,  # noqa: E402
-                    transcribe)
+from devset import (Utterance, _telephone, dev_set, error_rates, folder_set,  # noqa: E402
+                    normalize, transcribe)
 from streamdec import Recognizer  # noqa: E402
 from streamdec.appconfig import load_config  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402

@@ -209,7 +209,8 @@ def transcribe(model, utts, options: dict) -> tuple[dict[str, str], float]:
     out = {}
     cpu = 0.0
     for u in utts:
-        audio = u.samples if u.rate == WHISPER_RATE else soxr.resample(u.samples, u.rate, WHISPER_RATE)
+        audio = (u.samples if u.rate == WHISPER_RATE
+                 else soxr.resample(u.samples, u.rate, WHISPER_RATE))
         audio = np.ascontiguousarray(audio, dtype=np.float32)
         t0 = time.process_time()
         segments, _ = model.transcribe(audio, **options)
