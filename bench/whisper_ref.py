@@ -31,6 +31,7 @@ without the alsa phrases.
 
     python bench/whisper_ref.py --model base --out bench/results/whisper-base.json
     python bench/whisper_ref.py --model tiny.en --heldout DIR --out x.json
+    python bench/whisper_ref.py --rescore x.json --out x.json   # after a normalisation change
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+import numpy as np  # noqa: E402
 
 from devset import RECIPE, folder_set, normalize  # noqa: E402
 from realvoice import rates, real_dev_set, whole_rates  # noqa: E402
@@ -136,7 +139,7 @@ _ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b", re.IGNORECASE)
 _MONEY = re.compile(r"\$(\d+)(?:\.(\d\d))?")
 _DECIMAL = re.compile(r"(\d)\.(\d+)")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-_NUMBER = re.compile(r"\d+")
+_SPOKEN = re.compile(r"\d+|(?<![A-Za-z'])[A-Z]{2,}(?![a-z'])")  # a number, a word in capitals
 
 
 def _recipe_norm():
@@ -165,10 +168,12 @@ def readings(digits: str) -> list[str]:
 def whisper_text(text: str, ref: str | None = None) -> str:
     """Whisper's written text as spoken words, then the scoring normaliser: titles
     (Mr. -> mister), $ amounts, %, ordinals (21st), decimals, thousands separators. Each
-    number left in digits reads as the normaliser spells it; given ``ref``, it reads
-    instead in whichever of its ``readings`` brings the text closest to the reference
-    (one number after another, twice over): only how a number is said changes, never
-    which digits Whisper heard."""
+    number left in digits reads as the normaliser spells it, each word in capitals as a
+    word; given ``ref``, a number reads instead in whichever of its ``readings`` brings
+    the text closest to the reference, and a word in capitals may be read letter by
+    letter (AN4's spelt 'J P E G', written JPEG), one after another, twice over: only
+    how a number or a spelling is said changes, never which digits or letters Whisper
+    heard."""
     tn = _recipe_norm()
     text = _TITLE.sub(lambda m: _TITLES[m.group(1).lower()], text)
     text = _MONEY.sub(lambda m: f" {m.group(1)} dollars"
@@ -177,8 +182,8 @@ def whisper_text(text: str, ref: str | None = None) -> str:
     text = _ORDINAL.sub(lambda m: " " + tn.spell_ordinal(int(m.group(1))) + " ", text)
     text = _DECIMAL.sub(lambda m: f"{m.group(1)} point " + " ".join(m.group(2)), text)
     text = _THOUSANDS.sub("", text)
-    pieces = _NUMBER.split(text)
-    options = [readings(d) for d in _NUMBER.findall(text)]
+    pieces = _SPOKEN.split(text)
+    options = [readings(t) if t.isdigit() else [t, " ".join(t)] for t in _SPOKEN.findall(text)]
     choice = [0] * len(options)
 
     def joined() -> str:
@@ -203,7 +208,6 @@ def whisper_text(text: str, ref: str | None = None) -> str:
 
 def transcribe(model, utts, options: dict) -> tuple[dict[str, str], float]:
     """Raw Whisper text per utterance (segments joined) and the CPU seconds it took."""
-    import numpy as np
     import soxr
 
     out = {}
@@ -217,6 +221,36 @@ def transcribe(model, utts, options: dict) -> tuple[dict[str, str], float]:
         out[u.utt] = " ".join(s.text.strip() for s in segments).strip()
         cpu += time.process_time() - t0
     return out, cpu
+
+
+NORMALISATION = ("whisper_text: titles, $, %, ordinals, decimals, thousands separators as "
+                 "words, then the recipe's text_norm.normalize (realvoice's scoring); wer: "
+                 "each number in its spoken reading closest to the reference and each word "
+                 "in capitals as a word or letter by letter, whichever is closer; wer_plain: "
+                 "numbers as text_norm spells them, words in capitals as words")
+
+
+def scored(name: str, utts, raw: dict[str, str]) -> dict:
+    """Error rates of Whisper's ``raw`` text (``wer``, ``wer_plain``: see NORMALISATION),
+    per part for the dev set (and its pocketsphinx-testdata share), and every hypothesis."""
+    hyps = {u.utt: whisper_text(raw[u.utt], u.text) for u in utts}
+    plain = {u: whisper_text(t) for u, t in raw.items()}
+    score = rates if name == "dev" else whole_rates
+    out = {"wer": score(utts, hyps), "wer_plain": score(utts, plain)}
+    if name == "dev":
+        ps = [u for u in utts if not u.utt.startswith("alsa/")]
+        out["pocketsphinx_testdata"] = {"wer": rates(ps, hyps)["all"],
+                                        "wer_plain": rates(ps, plain)["all"]}
+    out["hyps"] = {u.utt: {"ref": normalize(u.text), "raw": raw[u.utt], "hyp": hyps[u.utt],
+                           "plain": plain[u.utt]} for u in utts}
+    return out
+
+
+def _summary(model: str, name: str, row: dict) -> None:
+    total = row["wer"]["all"] if name == "dev" else row["wer"]
+    print(f"{model} {name:8s} WER {total['wer']:.4f} CER {total['cer']:.4f} "
+          f"({total['utts']} utts) cpu/audio s {row['cpu_per_audio_second']}",
+          file=sys.stderr, flush=True)
 
 
 def measure(args) -> dict:
@@ -237,35 +271,32 @@ def measure(args) -> dict:
         "faster_whisper": faster_whisper.__version__,
         "ctranslate2": importlib.metadata.version("ctranslate2"),
         "compute_type": args.compute_type, "threads": args.threads, "options": options,
-        "machine": platform.processor() or platform.machine(),
-        "normalisation": "whisper_text: titles, $, %, ordinals, decimals, thousands "
-                         "separators as words, then the recipe's text_norm.normalize "
-                         "(realvoice's scoring); wer: each number in its spoken reading "
-                         "closest to the reference; wer_plain: as text_norm spells it"}
-    sets = {"dev": utts, **({"heldout": held} if held is not None else {})}
-    for name, group in sets.items():
+        "machine": platform.processor() or platform.machine(), "normalisation": NORMALISATION}
+    if held is not None:
+        report["heldout_dir"] = str(args.heldout)
+    for name, group in {"dev": utts, **({"heldout": held} if held is not None else {})}.items():
         raw, cpu = transcribe(model, group, options)
-        hyps = {u.utt: whisper_text(raw[u.utt], u.text) for u in group}
-        plain = {u: whisper_text(t) for u, t in raw.items()}
         audio = sum(u.seconds for u in group)
-        score = rates if name == "dev" else whole_rates
-        row = score(group, hyps)
-        report[name] = {"wer": row, "wer_plain": score(group, plain),
-                        "audio_seconds": round(audio, 2),
-                        "cpu_per_audio_second": round(cpu / audio, 4),
-                        "hyps": {u.utt: {"ref": normalize(u.text), "raw": raw[u.utt],
-                                         "hyp": hyps[u.utt], "plain": plain[u.utt]}
-                                 for u in group}}
-        if name == "dev":
-            ps = [u for u in group if not u.utt.startswith("alsa/")]
-            report[name]["pocketsphinx_testdata"] = {"wer": rates(ps, hyps)["all"],
-                                                     "wer_plain": rates(ps, plain)["all"]}
-        if name == "heldout":
-            report["heldout_dir"] = str(args.heldout)
-        total = row["all"] if "all" in row else row
-        print(f"whisper-{args.model} {name:8s} WER {total['wer']:.4f} CER {total['cer']:.4f} "
-              f"({total['utts']} utts) cpu/audio s {report[name]['cpu_per_audio_second']}",
-              file=sys.stderr, flush=True)
+        report[name] = {"audio_seconds": round(audio, 2),
+                        "cpu_per_audio_second": round(cpu / audio, 4), **scored(name, group, raw)}
+        _summary(report["model"], name, report[name])
+    return report
+
+
+def rescore(path: Path) -> dict:
+    """A report scored again from its raw hypotheses and references (after a change of
+    the normalisation: no Whisper run)."""
+    from devset import Utterance
+
+    report = json.loads(path.read_text())
+    for name in ("dev", "heldout"):
+        if name in report:
+            rows = report[name]["hyps"]
+            utts = [Utterance(u, r["ref"], np.zeros(0, np.float32), WHISPER_RATE)
+                    for u, r in rows.items()]
+            report[name].update(scored(name, utts, {u: r["raw"] for u, r in rows.items()}))
+            _summary(report["model"], name, report[name])
+    report["normalisation"] = NORMALISATION
     return report
 
 
@@ -284,7 +315,13 @@ def main(argv=None) -> None:
                     default=Path(os.environ.get("STREAMDEC_WHISPER_CACHE",
                                                 Path.home() / ".cache" / "streamdec-whisper")),
                     help="where base's model.bin is joined")
+    ap.add_argument("--rescore", type=Path, metavar="REPORT",
+                    help="score this report's raw hypotheses again (no Whisper run)")
     args = ap.parse_args(argv)
+    if args.rescore:
+        report = rescore(args.rescore)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return
     try:
         report = measure(args)
     except JoinError as e:

@@ -4,6 +4,7 @@ joining of base's two model.bin parts, and the rewriting of Whisper's written te
 the spoken words the references use before scoring. Importing the script must not import
 faster-whisper."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,32 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from whisper_ref import MODELS, JoinError, join_parts, readings, whisper_text  # noqa: E402
+
+
+def test_a_report_is_scored_again_from_its_raw_text(tmp_path):
+    """--rescore: no Whisper run; the references and raw hypotheses of a report give
+    its error rates anew (here 3 + 2 dev words of 12 + 10 characters, 4 + 4 held-out words)."""
+    hyps = {"dev": {"cards/001": ("TEN OF CLUBS", "10 of cloves."),
+                    "alsa/Front_Left": ("FRONT LEFT", "Front, left.")},
+            "heldout": {"an4-x": ("ENTER EIGHT NINETY SEVEN", "Enter 897."),
+                        "an4-y": ("A L A N", "ALAN.")}}
+    report = {"model": "whisper-base", "normalisation": "old",
+              **{name: {"cpu_per_audio_second": 0.5, "wer": {},
+                        "hyps": {u: {"ref": ref, "raw": raw} for u, (ref, raw) in rows.items()}}
+                 for name, rows in hyps.items()}}
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "whisper_ref.py"), "--rescore",
+                          str(tmp_path / "r.json"), "--out", str(tmp_path / "out.json")],
+                         capture_output=True, text=True, timeout=60, check=True)
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["dev"]["wer"] == {"all": {"wer": 0.2, "cer": round(3 / 22, 4), "utts": 2},
+                                 "cards": {"wer": round(1 / 3, 4), "cer": 0.25, "utts": 1},
+                                 "alsa": {"wer": 0.0, "cer": 0.0, "utts": 1}}
+    assert out["dev"]["pocketsphinx_testdata"]["wer"] == out["dev"]["wer"]["cards"]
+    assert out["heldout"]["wer"] == {"wer": 0.0, "cer": 0.0, "utts": 2}
+    assert out["heldout"]["wer_plain"]["wer"] == round((1 + 4) / 8, 4)  # HUNDRED; ALAN
+    assert out["heldout"]["hyps"]["an4-x"]["plain"] == "ENTER EIGHT HUNDRED NINETY SEVEN"
+    assert out["normalisation"] != "old" and "whisper-base dev " in run.stderr
 
 
 def test_importing_the_script_does_not_import_faster_whisper():
@@ -94,8 +121,15 @@ def test_readings_of_a_number(digits, said):
     ("12:29, 59", "TWELVE TWENTY NINE FIFTY NINE", "TWELVE TWENTY NINE FIFTY NINE"),
     # wrong digits stay wrong: 896 is no reading of 'eight ninety seven'
     ("Enter 896.", "ENTER EIGHT NINETY SEVEN", "ENTER EIGHT NINETY SIX"),
+    # a word in capitals may be letters spelt (AN4), and only then
+    ("JPEG 4.", "J P E G FOUR", "J P E G FOUR"),
+    ("JPEG 4.", None, "JPEG FOUR"),
+    ("VAN ESSA.", "V A N E S S A", "V A N E S S A"),
+    ("Erase EDCE56", "ERASE E D Z E FIFTY SIX", "ERASE E D C E FIFTY SIX"),
+    ("NASA and I", "NASA AND I", "NASA AND I"),
     # words are never touched by the reference
     ("10 of clothes", "ten of clubs", "TEN OF CLOTHES"),
+    ("Rub out G-R-A-G-85.", "RUBOUT G R A G EIGHTY FIVE", "RUB OUT G R A G EIGHTY FIVE"),
 ])
 def test_whisper_text(raw, ref, hyp):
     assert whisper_text(raw, ref) == hyp
