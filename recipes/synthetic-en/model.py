@@ -178,6 +178,10 @@ class Transducer(nn.Module):
 
     def lattice_logits(self, enc: Tensor, targets: Tensor) -> Tensor:
         """enc (N, T', D), targets (N, U) padded with 0 -> logits (N, T', U+1, V)."""
+        return self.joint_lattice(enc, self.decode_targets(targets))
+
+    def joint_lattice(self, enc: Tensor, dec: Tensor) -> Tensor:
+        """The joiner on every (frame, target position): enc (N, T', D), decoder output
+        dec (N, U+1, E) -> logits (N, T', U+1, V)."""
         e = self.joiner.encoder_proj(enc).unsqueeze(2)
-        d = self.joiner.decoder_proj(self.decode_targets(targets)).unsqueeze(1)
-        return self.joiner(e, d)
+        return self.joiner(e, self.joiner.decoder_proj(dec).unsqueeze(1))

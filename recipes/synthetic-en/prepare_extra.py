@@ -100,13 +100,7 @@ def make_shard(path: Path, source: str, first: int, rows: list, seed: int, pitch
             clip_path, text, is_word = row
             samples, desc = real_en_item(clip_path, is_word, rng)
             ipa = espeak_ipa(text)
-            samples, rate, tag = augment(samples, rng, channel=True, voice=True)
-            feats.append(compute_fbank(samples, rate))
-            texts.append(text)
-            phones.append(ipa)
-            descs.append(f"{desc}|{tag}")
-            continue
-        if source == "piper":
+        elif source == "piper":
             text = row
             samples, desc = piper_speak(text, rng)
             if pitch_cents and rng.random() < 0.8:
@@ -118,9 +112,8 @@ def make_shard(path: Path, source: str, first: int, rows: list, seed: int, pitch
             samples, desc = real_item(item, rng)
             text = ""  # espeak-ng marks a switch to another language's words as "(en)": dropped
             ipa = re.sub(r"\([a-z-]+\)", "", espeak_ipa(text_foreign, ESPEAK_LANGUAGE[item[1]]))
-        samples, rate, tag = augment(samples, rng, channel=True)
-        f = compute_fbank(samples, rate)
-        feats.append(f)
+        samples, rate, tag = augment(samples, rng, channel=True, voice=source == "real-en")
+        feats.append(compute_fbank(samples, rate))
         texts.append(text)
         phones.append(ipa)
         descs.append(f"{desc}|{tag}")

@@ -28,7 +28,7 @@ from torch import Tensor
 __all__ = ["rnnt_loss", "modified_rnnt_loss", "rnnt_from_lattice", "modified_from_lattice", "lattice",
            "IMPOSSIBLE"]
 
-IMPOSSIBLE = _IMPOSSIBLE = -1.0e4  # log-probability of unreachable lattice cells (finite: no NaN gradients)
+IMPOSSIBLE = -1.0e4  # log-probability of unreachable lattice cells (finite: no NaN gradients)
 
 
 def rnnt_loss(logits: Tensor, targets: Tensor, logit_lengths: Tensor, target_lengths: Tensor,
@@ -52,7 +52,7 @@ def rnnt_from_lattice(lp_blank: Tensor, lp_emit: Tensor, logit_lengths: Tensor, 
 
 def _terminal(like: Tensor, target_lengths: Tensor) -> Tensor:
     """(N, U+1): 0 at each utterance's last target position, impossible elsewhere."""
-    out = like.new_full(like.shape, _IMPOSSIBLE)
+    out = like.new_full(like.shape, IMPOSSIBLE)
     out[torch.arange(like.shape[0], device=like.device), target_lengths] = 0.0
     return out
 
@@ -76,13 +76,13 @@ class _Standard(torch.autograd.Function):
             alpha[:, t] = a
         terminal = _terminal(lp_blank[:, 0], target_lengths)
         last = (logit_lengths - 1).unsqueeze(1)
-        beta = lp_blank.new_full((n, t_max + 1, u1), _IMPOSSIBLE)
-        after = lp_blank.new_full((n, t_max, u1), _IMPOSSIBLE)  # beta of the next row, per frame
+        beta = lp_blank.new_full((n, t_max + 1, u1), IMPOSSIBLE)
+        after = lp_blank.new_full((n, t_max, u1), IMPOSSIBLE)  # beta of the next row, per frame
         for t in range(t_max - 1, -1, -1):
             nxt = torch.where(last == t, terminal, beta[:, t + 1])
             x = cum[:, t] + lp_blank[:, t] + nxt
             b = torch.logcumsumexp(x.flip(1), dim=1).flip(1) - cum[:, t]
-            beta[:, t] = torch.where(last >= t, b, beta.new_full((), _IMPOSSIBLE))
+            beta[:, t] = torch.where(last >= t, b, beta.new_full((), IMPOSSIBLE))
             after[:, t] = nxt
         log_z = beta[:, 0, 0]
         live = (torch.arange(t_max, device=lp_blank.device).unsqueeze(0) <= last).unsqueeze(2)  # (N, T, 1)
@@ -135,15 +135,15 @@ class _Modified(torch.autograd.Function):
     @staticmethod
     def forward(ctx, lp_blank, lp_emit, logit_lengths, target_lengths):
         n, t_max, u1 = lp_blank.shape
-        imp = lp_blank.new_full((n, 1), _IMPOSSIBLE)
-        alpha = lp_blank.new_full((n, t_max + 1, u1), _IMPOSSIBLE)
+        imp = lp_blank.new_full((n, 1), IMPOSSIBLE)
+        alpha = lp_blank.new_full((n, t_max + 1, u1), IMPOSSIBLE)
         alpha[:, 0, 0] = 0.0
         for t in range(t_max):
             alpha[:, t + 1] = torch.logaddexp(alpha[:, t] + lp_blank[:, t],
                                               torch.cat([imp, alpha[:, t, :-1] + lp_emit[:, t]], dim=1))
         terminal = _terminal(lp_blank[:, 0], target_lengths)
         ends = logit_lengths.unsqueeze(1)
-        beta = lp_blank.new_full((n, t_max + 1, u1), _IMPOSSIBLE)
+        beta = lp_blank.new_full((n, t_max + 1, u1), IMPOSSIBLE)
         beta[:, t_max] = torch.where(ends == t_max, terminal, beta[:, t_max])
         for t in range(t_max - 1, -1, -1):
             rec = torch.logaddexp(lp_blank[:, t] + beta[:, t + 1],

@@ -103,17 +103,19 @@ def transducer_losses(model: Transducer, enc, lens, tok, tok_lens, loss_type: st
         extra, parts["simple"] = simple_weight * l_simple, float(l_simple.detach())
     topologies = {"standard": [rnnt_from_lattice], "modified": [modified_from_lattice],
                   "mixed": [rnnt_from_lattice, modified_from_lattice]}[loss_type]
+    if prune:
+        width = min(prune, tok.shape[1] + 1)
+        enc_proj, dec_proj = model.joiner.encoder_proj(enc), model.joiner.decoder_proj(dec)
+    else:
+        full = lattice(model.joint_lattice(enc, dec), tok)  # one lattice for both topologies
     terms = []
     for loss in topologies:
         if prune:  # each topology on bands from its own occupancy of the simple lattice
-            width = min(prune, tok.shape[1] + 1)
             starts = prune_starts(sb, se, lens, tok_lens, width, loss)
-            logits = band_logits(model.joiner.encoder_proj(enc), model.joiner.decoder_proj(dec), starts, width,
-                                 model.joiner)
-            blank_lp, emit_lp = band_lattice(logits, tok, starts)
-        elif not terms:
-            e = model.joiner.encoder_proj(enc).unsqueeze(2)
-            blank_lp, emit_lp = lattice(model.joiner(e, model.joiner.decoder_proj(dec).unsqueeze(1)), tok)
+            blank_lp, emit_lp = band_lattice(band_logits(enc_proj, dec_proj, starts, width, model.joiner),
+                                             tok, starts)
+        else:
+            blank_lp, emit_lp = full
         terms.append(loss(blank_lp, emit_lp, lens, tok_lens).sum())
     main = sum(terms) / len(terms)
     return (main + extra).float(), parts
