@@ -131,16 +131,18 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
         self._cut_after(self.write_timeout, "writes paused")
 
     def resume_writing(self) -> None:
-        if self._cut_timer is not None and not self.close_sent:
-            self._cut_timer.cancel()
-            self._cut_timer = None
+        if not self.close_sent:
+            self._cancel_cut()
         super().resume_writing()
 
     def connection_lost(self, exc) -> None:
+        self._cancel_cut()
+        super().connection_lost(exc)
+
+    def _cancel_cut(self) -> None:
         if self._cut_timer is not None:
             self._cut_timer.cancel()
             self._cut_timer = None
-        super().connection_lost(exc)
 
     def _cut_after(self, delay: float | None, why: str) -> None:
         if delay is not None and self._cut_timer is None and not self.disconnected:
@@ -265,9 +267,7 @@ class FastBinaryProtocol(WebSocketsSansIOProtocol):
         if message["type"] == "websocket.close" and self.close_sent:
             # uvicorn closes the transport close_timeout after its close frame; a peer
             # that reads nothing keeps a closed transport with unsent bytes open for good
-            if self._cut_timer is not None:
-                self._cut_timer.cancel()
-                self._cut_timer = None
+            self._cancel_cut()
             if self.write_timeout is not None:
                 self._cut_after(self.close_timeout + self.write_timeout, "close not done")
 
