@@ -123,3 +123,25 @@ def test_readme_is_short_and_links_every_page():
     linked = set(re.findall(r"\]\(docs/([\w/-]+\.md)\)", readme))
     assert linked == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     assert "python -m pip install -e '.[docs]'" in readme and "`mkdocs serve`" in readme
+
+
+def test_readme_figures_are_the_projects_own():
+    """The README's commands and figures are read from where they live: the test command
+    is .ci/run's, the server's port its default, the published model's size the catalog's,
+    the docs server's address mkdocs.yml's."""
+    from streamdec.server.config import ServerConfig
+    from streamdec.validation import read_toml
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert ci == "bash scripts/install-test-deps.sh && python3 -m pytest -q"
+    assert f"```sh\n{ci}\n```" in readme
+    port = ServerConfig().port
+    assert f"# port {port}; a captioning page at http://localhost:{port}/" in readme
+    name = "sherpa-onnx-streaming-zipformer-en-2023-06-26"
+    catalog = read_toml(ROOT / "streamdec" / "hub" / "catalog.toml", "catalog")
+    mb = [e["unpacked_mb"] for e in catalog["model"] if e["name"] == name]
+    assert len(mb) == 1, mb
+    assert f"downloads a model of {mb[0]} MB (unpacked)" in readme and f"models get {name}" in readme
+    addr = re.search(r"^dev_addr: (\S+)", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    assert addr is not None and f"`mkdocs serve` shows it at http://{addr[1]}." in readme
