@@ -44,6 +44,14 @@ from units import TOKENS, PhoneSet, ids_to_text
 DEV_SETS = ("espeak", "flite", "espeak8k", "piper", "heldout")
 
 
+def select_sets(value: str) -> tuple[str, ...]:
+    """``--select-by``: one dev set name or several joined by '+'."""
+    names = tuple(value.split("+"))
+    if bad := [n for n in names if n not in DEV_SETS]:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad)}: not a dev set ({', '.join(DEV_SETS)})")
+    return names
+
+
 def evaluate(model: Transducer, dev: dict[str, list], batch: int = 50) -> dict[str, dict[str, float]]:
     model.eval()
     out = {}
@@ -178,7 +186,9 @@ def main() -> None:
     ap.add_argument("--vtlp-from-step", type=int, default=0, help="no VTLP before this step (shipped run: 980)")
     ap.add_argument("--eval-min", type=float, default=10.0)
     ap.add_argument("--ckpt-min", type=float, default=4.0)
-    ap.add_argument("--select-by", default="espeak", choices=DEV_SETS, help="dev set whose CER picks best.pt")
+    ap.add_argument("--select-by", default="espeak", type=select_sets,
+                    help="dev set whose CER picks best.pt, or sets joined by '+' (the sum of their CERs "
+                         "picks it: heldout+espeak keeps the synthetic voices from being forgotten)")
     ap.add_argument("--dev-limit", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
@@ -212,6 +222,9 @@ def main() -> None:
         opt_state["param_groups"][0]["params"] = list(range(len(list(model.parameters()))))
         opt.load_state_dict(opt_state)
         step, epoch, elapsed, best = resume["step"], resume["epoch"], resume["elapsed"], resume["best"]
+        if tuple(resume.get("select_by", ())) != args.select_by:  # another measure: its best does not compare
+            print(f"--select-by {'+'.join(args.select_by)}: best.pt is chosen afresh", flush=True)
+            best = 1e9
     elif init:
         init_weights(model, init[0], args.init)
         step, epoch, elapsed, best = 0, 0, 0.0, 1e9
@@ -224,13 +237,13 @@ def main() -> None:
     print(f"model {cfg}\nparams (exported part) {nparams / 1e6:.2f} M; {len(utts)} train utts, "
           f"{sum(len(u.feats) for u in utts) / 360000:.1f} h; {len(phone_set)} phone symbols", flush=True)
     dev = {name: load_dev_set(args.dev / name, args.dev_limit) for name in DEV_SETS if (args.dev / name).exists()}
-    if args.select_by not in dev:
-        ap.error(f"--select-by {args.select_by}: no such dev set in {args.dev}")
+    if missing_sets := [n for n in args.select_by if n not in dev]:
+        ap.error(f"--select-by {'+'.join(args.select_by)}: no dev set {', '.join(missing_sets)} in {args.dev}")
     fill = model.encoder.feat_mean.clone()  # SpecAugment: masked bins take the mean (raw domain)
 
     def state() -> dict:
         return dict(model=model.state_dict(), opt=opt.state_dict(), config=cfg.to_dict(), step=step,
-                    epoch=epoch, elapsed=elapsed, best=best, phones=phone_set.symbols)
+                    epoch=epoch, elapsed=elapsed, best=best, select_by=args.select_by, phones=phone_set.symbols)
 
     curves = open(args.exp / "curves.tsv", "a")
     budget = args.budget_min * 60
@@ -274,7 +287,7 @@ def main() -> None:
             done = elapsed >= budget or (args.max_steps and step >= args.max_steps)
             if now - last_eval >= args.eval_min * 60 or done:
                 res = evaluate(model, dev)
-                cer = res.get(args.select_by, {"cer": 0.0})["cer"]
+                cer = sum(res[n]["cer"] for n in args.select_by)
                 line = "\t".join([f"{step}", f"{elapsed / 60:.1f}"] + [
                     f"{n}:CER={100 * r['cer']:.1f},WER={100 * r['wer']:.1f}" for n, r in res.items()])
                 print("EVAL " + line + "\n  " + "\n  ".join(f"{n}: {r['example']}" for n, r in res.items()),
