@@ -122,3 +122,18 @@ def test_prepare_extra_real_en_writes_training_speakers_only(tmp_path):
     assert refs == ["mini_librispeech_train_clean_5-1867-154075-0001\tHELD OUT SPEAKER",
                     "an4-an416-fjlp-b\tENTER NINE ONE"]
     assert sf.info(tmp_path / "dev" / "heldout" / "an4-an416-fjlp-b.wav").samplerate == 16000
+
+
+def test_lm_text_adds_the_training_speakers_transcripts_only(tmp_path):
+    from make_lang import lm_text
+
+    data = fake_real_en(tmp_path / "real-en")
+    train = tmp_path / "train.txt"
+    train.write_text("A SYNTHETIC SENTENCE\n", encoding="utf-8")
+    assert lm_text(train, tmp_path / "lm.txt", 0, data) == train  # K = 0: the text alone
+    lines = lm_text(train, tmp_path / "lm.txt", 2, data).read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "A SYNTHETIC SENTENCE"
+    assert lines.count("AS YOU KNOW") == 2 and lines.count("PLEASE CALL STELLA") == 2
+    assert lines.count("ALEXA") == 2 and lines.count("THREE") == 2
+    assert "HELD OUT SPEAKER" not in lines and "ENTER NINE ONE" not in lines  # held-out speakers
+    assert len(lines) == 1 + 2 * 8
