@@ -61,6 +61,8 @@ def test_telephony_expects_8khz():
     ({"search": {"method": "viterbi"}}, "search.method must be one of"),
     ({"search": {"beam": 0}}, "search.beam must be >= 1"),
     ({"model": {"backend": "tf"}}, "model.backend must be one of"),
+    ({"model": {"cpu_arena": "no"}}, "model.cpu_arena must be true or false"),
+    ({"model": {"cpu_arena": 0}}, "model.cpu_arena must be true or false"),
     ({"modle": {}}, "unknown table"),
     ({"endpoint": {"rule1": {"min_trailing_silence": 1.0}}}, "endpoint.rule1"),
     ({"features": {"resample_quality": "best"}}, "resample_quality"),

@@ -73,12 +73,18 @@ def test_family_table_is_the_fallback():
     assert batch_axis_from_table("unknown", "x") is None
 
 
-def test_sessions_take_their_memory_from_malloc_not_an_arena(model_dirs):
-    """ONNX Runtime's CPU arena never gives a region back and doubles when fragmented
-    (16 MB mid-soak: bench/results/stop37); the sessions use malloc, which reuses it."""
-    model = load_model(ModelConfig(model_dir=str(model_dirs["lstm"])))
+@pytest.mark.parametrize("cpu_arena, patterns", [(True, False), (False, True)])
+def test_sessions_keep_an_arena_without_memory_patterns_unless_told(model_dirs, cpu_arena,
+                                                                     patterns):
+    """The CPU arena saves each run mapping its tensors afresh (the 66 M zipformer2's
+    encoder 8-14 % slower without it: bench/results/stop47); memory patterns are off with
+    it, or the arena grows with each new batch size. cpu_arena=False: malloc and patterns
+    (stop 37's setting)."""
+    model = load_model(ModelConfig(model_dir=str(model_dirs["lstm"]), cpu_arena=cpu_arena))
     for session in (model.encoder, model.decoder, model.joiner):
-        assert session.get_session_options().enable_cpu_mem_arena is False
+        options = session.get_session_options()
+        assert options.enable_cpu_mem_arena is cpu_arena
+        assert options.enable_mem_pattern is patterns
 
 
 def _copy_model(src, dst):

@@ -85,12 +85,17 @@ def open_session(path: Path, config: ModelConfig):
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
-    # ONNX Runtime's CPU arena keeps every region it ever took and takes a region twice as
-    # large as all before it when a request does not fit its fragments: 16 MB at a moment
-    # of a 10-minute soak, after a warm-up at the largest batches. Without it each run's
-    # tensors come from malloc and go back to it (streamdec.allocator), reused by the next
-    # run (bench/results/stop37).
-    opts.enable_cpu_mem_arena = False
+    # ONNX Runtime's CPU arena (its default, and sherpa-onnx's) keeps the memory of a run's
+    # tensors for the next run. Without it they come from malloc, and the blocks past glibc's
+    # mmap threshold are mapped afresh and fault in page by page every run (about 43 MiB a
+    # chunk for the 66 M zipformer2 at 16 streams): 7-14 % more CPU in the encoder calls of
+    # both sized models (bench/results/stop47). Memory patterns (one block per input shape,
+    # sized to its peak) are off with the arena: with them an arena grows with every new
+    # batch size and keeps it all (66 M int8, batches of 1-32 streams after a warm-up at 32:
+    # RSS +118 MB; without them +7 MB). cpu_arena=False: malloc and patterns, which hand a
+    # burst's memory back (bench/results/stop37).
+    opts.enable_cpu_mem_arena = config.cpu_arena
+    opts.enable_mem_pattern = not config.cpu_arena
     try:
         return ort.InferenceSession(str(path), sess_options=opts,
                                     providers=["CPUExecutionProvider"])
