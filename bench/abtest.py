@@ -75,6 +75,23 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+#: the instruction sets ONNX Runtime's kernels choose between (int8: VNNI or not)
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+             "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def _cpu_flags() -> list[str]:
+    """Which of ``ISA_FLAGS`` the CPU has (Linux: /proc/cpuinfo; elsewhere empty)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in ISA_FLAGS if f in have]
+    except OSError:
+        pass
+    return []
+
+
 def machine(load_before: list[float]) -> dict:
     """The machine and the software the numbers were measured with."""
     import numpy
@@ -82,7 +99,8 @@ def machine(load_before: list[float]) -> dict:
     import sherpa_onnx
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": _cpu_model(), "cores": cores, "python": platform.python_version(),
+    return {"cpu": _cpu_model(), "cpu_flags": _cpu_flags(), "cores": cores,
+            "python": platform.python_version(),
             "numpy": numpy.__version__, "onnxruntime": onnxruntime.__version__,
             "sherpa_onnx": sherpa_onnx.__version__,
             "load_average_before": load_before, "load_average_after": load_average()}

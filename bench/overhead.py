@@ -38,7 +38,8 @@ sys.path.insert(0, str(HERE))
 from abtest import (alternate, bench_parser, load_average, machine, print_table,  # noqa: E402
                     ratio, spread, main, workload)
 from batch_decode import decode_sherpa, decode_streamdec  # noqa: E402
-from peer import SHERPA_METHODS, model_config, model_report, sherpa_recognizer  # noqa: E402
+from peer import (SHERPA_METHODS, add_arena_option, model_config, model_report,  # noqa: E402
+                  sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.models import load_model  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -115,13 +116,14 @@ def measure(args) -> dict:
     report: dict = {"setup": {
         "benchmark": "overhead", "dev": args.dev, "utterances": len(utts),
         "audio_seconds": round(audio, 2), "runs": args.runs, "beam": args.beam,
-        "streams": args.streams, "threads": args.threads, "endpointing": False,
+        "streams": args.streams, "threads": args.threads, "cpu_arena": args.cpu_arena,
+        "endpointing": False,
         "overhead": "decode seconds without features / bare inference seconds"},
         "configurations": []}
     load_before = load_average()
     rows = []
-    for threads in args.threads:
-        config = RecognizerConfig(model=model_config(args, threads),
+    for cpu_arena, threads in ((a, t) for a in args.cpu_arena for t in args.threads):
+        config = RecognizerConfig(model=model_config(args, threads, cpu_arena),
                                   endpoint=EndpointConfig(enabled=False))
         model = InstrumentedModel(load_model(config.model, config.features))
         rec = Recognizer(config, model=model)
@@ -160,7 +162,8 @@ def measure(args) -> dict:
 
                 runs = alternate(args.runs, ours, theirs, bare)
                 bare_total = spread([r["total"] for r in runs[2]])["median"]
-                conf = {"search": method, "threads": threads, "streams": k,
+                conf = {"search": method, "threads": threads, "cpu_arena": cpu_arena,
+                        "streams": k,
                         "bare": {**{key: spread([r[key] for r in runs[2]])
                                     for key in (*KINDS, "total")},
                                  "calls": {kind: sum(1 for c, _ in calls if c == kind)
@@ -174,20 +177,22 @@ def measure(args) -> dict:
                                       conf["sherpa_onnx"]["overhead"]["median"], False)
                 report["configurations"].append(conf)
                 stages = conf["streamdec"]["seconds"]
-                rows.append([method, threads, k, round(bare_total, 3),
+                rows.append([method, threads, "on" if cpu_arena else "off", k,
+                             round(bare_total, 3),
                              conf["streamdec"]["overhead"]["median"],
                              conf["sherpa_onnx"]["overhead"]["median"], conf["ratio"],
                              *(stages[s]["median"] for s in
                                ("features", "encoder", "search", "bookkeeping"))])
                 print(" ".join(map(str, rows[-1])), file=sys.stderr)
     report["machine"] = machine(load_before)
-    print_table(["search", "threads", "K", "bare s", "streamdec", "sherpa-onnx", "ratio",
+    print_table(["search", "threads", "arena", "K", "bare s", "streamdec", "sherpa-onnx", "ratio",
                  "features s", "encoder s", "search s", "bookkeeping s"], rows)
     return report
 
 
 def parser() -> argparse.ArgumentParser:
     ap = bench_parser(__doc__, streams="1,16,64", seconds=300, runs=5)
+    add_arena_option(ap)
     return ap
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from streamdec.models import ModelConfig
 from streamdec.models.files import ModelFiles, find_model_files
 
-__all__ = ["SHERPA_METHODS", "add_model_options", "model_config", "model_files",
+__all__ = ["SHERPA_METHODS", "add_arena_option", "add_model_options", "model_config", "model_files",
            "model_report", "serve_model_args", "sherpa_recognizer"]
 
 #: streamdec search method -> sherpa-onnx decoding_method
@@ -39,10 +39,30 @@ def add_model_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         "chunk-16-left-64 (default: the largest left context)")
 
 
-def model_config(args: argparse.Namespace, threads: int = 1) -> ModelConfig:
-    """The ModelConfig of ``add_model_options``' flags, with ``threads`` intra-op threads."""
+def model_config(args: argparse.Namespace, threads: int = 1,
+                 cpu_arena: bool = True) -> ModelConfig:
+    """The ModelConfig of ``add_model_options``' flags, with ``threads`` intra-op threads
+    (and ONNX Runtime's CPU arena on or off: ``add_arena_option``)."""
     return ModelConfig(model_dir=args.model_dir, int8=args.int8, variant=args.model_variant,
-                       num_threads=threads)
+                       num_threads=threads, cpu_arena=cpu_arena)
+
+
+def add_arena_option(p: argparse.ArgumentParser) -> None:
+    """``--cpu-arena on,off``: the settings of ``ModelConfig.cpu_arena`` a benchmark that runs
+    in process measures, each against the peer (default: on, streamdec's default)."""
+    p.add_argument("--cpu-arena", type=_on_off_list, default=[True], metavar="on,off",
+                   help="streamdec's ONNX Runtime CPU arena (model.cpu_arena), "
+                        "comma-separated: each is measured against sherpa-onnx (default on)")
+
+
+def _on_off_list(text: str) -> list[bool]:
+    values = {"on": True, "off": False}
+    out = []
+    for word in text.split(","):
+        if word not in values:
+            raise argparse.ArgumentTypeError(f"{word!r}: on or off")
+        out.append(values[word])
+    return out
 
 
 def model_files(args: argparse.Namespace) -> ModelFiles:

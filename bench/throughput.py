@@ -40,13 +40,14 @@ from abtest import (alternate, bench_parser, load_average, machine, print_table,
                     ratio, spread, main, workload)
 from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
                           decode_streamdec_engine, digest)
-from peer import SHERPA_METHODS, model_config, model_report, sherpa_recognizer  # noqa: E402
+from peer import (SHERPA_METHODS, add_arena_option, model_config, model_report,  # noqa: E402
+                  sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 
-def make_recognizer(args, threads: int) -> Recognizer:
-    return Recognizer(RecognizerConfig(model=model_config(args, threads),
+def make_recognizer(args, threads: int, cpu_arena: bool = True) -> Recognizer:
+    return Recognizer(RecognizerConfig(model=model_config(args, threads, cpu_arena),
                                        endpoint=EndpointConfig(enabled=False)))
 
 
@@ -72,12 +73,13 @@ def measure(args) -> dict:
     report: dict = {"setup": {
         "benchmark": "throughput", "dev": args.dev, "utterances": len(utts),
         "audio_seconds": round(audio, 2), "runs": args.runs, "beam": args.beam,
-        "streams": args.streams, "threads": args.threads, "endpointing": False,
-        "unit": "audio seconds decoded per wall second"}, "configurations": []}
+        "streams": args.streams, "threads": args.threads, "cpu_arena": args.cpu_arena,
+        "endpointing": False, "unit": "audio seconds decoded per wall second"},
+        "configurations": []}
     load_before = load_average()
     rows = []
-    for threads in args.threads:
-        rec = make_recognizer(args, threads)
+    for cpu_arena, threads in ((a, t) for a in args.cpu_arena for t in args.threads):
+        rec = make_recognizer(args, threads, cpu_arena)
         meta = rec.meta
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
         for method in searches:
@@ -86,20 +88,23 @@ def measure(args) -> dict:
                                      args.beam, threads)
             for k in args.streams:
                 for driver in args.drivers:
-                    conf = compare(args, rec, srec, utts, audio, method, threads, k, driver)
+                    conf = {**compare(args, rec, srec, utts, audio, method, threads, k,
+                                      driver), "cpu_arena": cpu_arena}
                     report["configurations"].append(conf)
-                    rows.append([method, threads, k, driver, conf["streamdec"]["median"],
+                    rows.append([method, threads, "on" if cpu_arena else "off", k, driver,
+                                 conf["streamdec"]["median"],
                                  conf["sherpa_onnx"]["median"], conf["ratio"],
                                  conf["cpu_throughput"]["ratio"],
                                  f"{conf['identical_transcripts']}/{len(utts)}"])
                     print(" ".join(map(str, rows[-1])), file=sys.stderr)
-            if args.profile in args.streams and threads == args.threads[0]:
+            if (args.profile in args.streams and threads == args.threads[0]
+                    and cpu_arena == args.cpu_arena[0]):
                 profile(lambda: decode_streamdec(rec, utts, args.profile, search),
                         args.out.with_name(f"{args.out.stem}.profile-{method}-"
                                            f"k{args.profile}.txt"))
     report["best"] = best_ratios(report["configurations"])
     report["machine"] = machine(load_before)
-    print_table(["search", "threads", "K", "driver", "streamdec", "sherpa-onnx", "ratio",
+    print_table(["search", "threads", "arena", "K", "driver", "streamdec", "sherpa-onnx", "ratio",
                  "CPU ratio", "identical"], rows)
     if len(args.threads) > 1 or len(args.drivers) > 1:
         print_table(["search", "K", "streamdec (threads, driver)", "sherpa-onnx (threads)",
@@ -153,6 +158,7 @@ def best_ratios(configurations: list[dict]) -> list[dict]:
             best[peer] = {"median": c[peer]["median"], "threads": c["threads"]}
             if peer == "streamdec":
                 best[peer]["driver"] = c["driver"]
+                best[peer]["cpu_arena"] = c.get("cpu_arena", True)
         out.append({"search": method, "streams": k, **best,
                     "ratio": ratio(best["streamdec"]["median"], best["sherpa_onnx"]["median"],
                                    True)})
@@ -165,6 +171,7 @@ def parser() -> argparse.ArgumentParser:
                     help="how streamdec is driven, comma-separated: recognizer (decode() "
                          "in this thread), engine (the asyncio Engine: features on the loop "
                          "thread while a worker decodes); default recognizer")
+    add_arena_option(ap)
     ap.add_argument("--profile", type=int, default=64,
                     help="profile streamdec at this K when it is among --streams (0: never)")
     return ap

@@ -20,7 +20,7 @@ import latency  # noqa: E402
 import load  # noqa: E402
 import overhead  # noqa: E402
 import throughput  # noqa: E402
-from peer import model_files, model_report, serve_model_args  # noqa: E402
+from peer import model_config, model_files, model_report, serve_model_args  # noqa: E402
 from servers import Settings, sherpa_server_args  # noqa: E402
 
 from streamdec.cli.options import add_recognizer_options, app_config_from_args  # noqa: E402
@@ -115,3 +115,25 @@ def test_throughput_runs_both_peers_on_the_chosen_variant(tmp_path):
         "encoder-epoch-99-avg-1-chunk-16-left-64.onnx"
     [conf] = report["configurations"]
     assert conf["identical_transcripts"] == report["setup"]["utterances"] >= 1
+
+
+@pytest.mark.parametrize("bench", ["throughput", "overhead"])
+@pytest.mark.parametrize("flags, arenas", [
+    ([], [True]),
+    (["--cpu-arena", "off"], [False]),
+    (["--cpu-arena", "on,off"], [True, False]),
+])
+def test_in_process_benchmarks_measure_each_arena_setting(bench, flags, arenas):
+    """``--cpu-arena on,off`` measures streamdec with ONNX Runtime's CPU arena and without
+    (model.cpu_arena), each against sherpa-onnx; the default is streamdec's own (on)."""
+    args = PARSERS[bench]().parse_args(["--out", "r.json", *flags])
+    assert args.cpu_arena == arenas
+    configs = [model_config(args, 1, a) for a in args.cpu_arena]
+    assert [c.cpu_arena for c in configs] == arenas
+
+
+@pytest.mark.parametrize("bench", ["throughput", "overhead"])
+def test_cpu_arena_takes_only_on_or_off(bench, capsys):
+    with pytest.raises(SystemExit):
+        PARSERS[bench]().parse_args(["--out", "r.json", "--cpu-arena", "on,maybe"])
+    assert "'maybe': on or off" in capsys.readouterr().err

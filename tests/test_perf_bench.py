@@ -69,6 +69,25 @@ def test_overhead_smoke(tmp_path):
         assert set(c["streamdec"]["overhead"]) == {"median", "min", "max"}
 
 
+def test_arena_bench_smoke(tmp_path):
+    """bench/arena.py: the three session settings give the same encoder outputs; each has
+    its CPU and page faults per chunk, and its memory from a process of its own."""
+    report = run_bench("arena.py", tmp_path / "arena.json", "--streams", "2", "--chunks", "2",
+                       "--warm", "1", "--runs", "2", "--max-batch", "3", "--calls", "3")
+    settings = ["arena", "malloc", "arena+patterns"]
+    assert report["setup"]["settings"] == {
+        "arena": {"cpu_arena": True, "memory_patterns": False},
+        "malloc": {"cpu_arena": False, "memory_patterns": True},
+        "arena+patterns": {"cpu_arena": True, "memory_patterns": True}}
+    assert report["speed"]["outputs_equal"] is True
+    assert report["speed"]["malloc"]["ratio"] == 1.0
+    for name in settings:
+        assert set(report["speed"][name]["cpu_seconds_per_chunk"]) == {"median", "min", "max"}
+        rss = report["memory"][name]["rss_mb"]
+        assert 0 < rss["loaded"] <= rss["max"]
+    assert {"cpu", "cpu_flags", "cores", "onnxruntime"} <= set(report["machine"])
+
+
 @pytest.mark.slow
 def test_latency_smoke(tmp_path):
     report = run_bench("latency.py", tmp_path / "latency.json", "--streams", "2",
