@@ -36,7 +36,7 @@ from .context_graph import ContextGraph
 from .word_graph import WordGraph
 
 __all__ = ["BeamState", "BeamSearchBase", "Scored", "merge", "prune", "ranked", "score_hyps",
-           "refunded", "finished", "tokens_at_frame", "common_prefix_length"]
+           "refunded", "finished", "tokens_at_frame", "common_prefix_length", "top_k_stable"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,26 @@ def score_hyps(search: Search, hyps: Sequence[Hypothesis], enc: np.ndarray,
         fused[:, list(blank_ids)] = 0.0
         total += fused
     return Scored(hyps, graphs, total, reported, blank_ids, word_next, lm)
+
+
+def top_k_stable(scores: np.ndarray, k: int) -> list[list[int]]:
+    """Per row of scores (N, M): the column indices of its k best, best first, equal scores
+    in column order: ``np.argsort(-scores, axis=1, kind="stable")[:, :k]``, without sorting
+    the whole row (a selection finds each row's k-th best; only the columns at least that
+    good are sorted)."""
+    n, m = scores.shape
+    if k >= m:
+        return np.argsort(-scores, axis=1, kind="stable").tolist()
+    neg = -scores
+    kth = np.partition(neg, k - 1, axis=1)[:, k - 1]  # each row's k-th best (negated)
+    out = []
+    for row, bound in zip(neg, kth):
+        if bound != bound:  # NaN: fewer than k comparable scores; the stable sort's order
+            out.append(np.argsort(row, kind="stable")[:k].tolist())
+            continue
+        cols = np.flatnonzero(row <= bound)  # the k best and their ties, in column order
+        out.append(cols[np.argsort(row[cols], kind="stable")[:k]].tolist())
+    return out
 
 
 def logaddexp(a: float, b: float) -> float:

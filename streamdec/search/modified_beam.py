@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Hypothesis
-from .beam_utils import BeamSearchBase
+from .beam_utils import BeamSearchBase, top_k_stable
 from .context_graph import ContextGraph
 from .word_graph import WordGraph
 
@@ -30,7 +30,7 @@ class ModifiedBeamSearch(BeamSearchBase):
         total, k = scored.total, self.config.beam
         vocab = total.shape[1]
         # every stream's (hypotheses x vocabulary) scores as one row (-inf after its own),
-        # ranked by one stable sort: the order each stream's own sort would give
+        # its k best in a stable order: the order each stream's own stable sort would give
         sizes = [len(r) * vocab for r in rows]
         if min(sizes) == max(sizes):
             flat = total.reshape(len(rows), sizes[0])
@@ -38,7 +38,7 @@ class ModifiedBeamSearch(BeamSearchBase):
             flat = np.full((len(rows), max(sizes)), -np.inf)
             for n, r in enumerate(rows):
                 flat[n, :sizes[n]] = total[r.start:r.stop].ravel()
-        order = np.argsort(-flat, axis=1, kind="stable")[:, :k].tolist()
+        order = top_k_stable(flat, k)
         out = []
         for n, r in enumerate(rows):
             best = [i for i in order[n] if i < sizes[n]]
