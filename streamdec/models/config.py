@@ -27,7 +27,7 @@ class ModelConfig:
     # ONNX Runtime's CPU memory arena, with memory patterns off (see
     # streamdec.models.onnx_backend.open_session): a run's tensors come from memory the
     # session keeps, not freshly mapped pages. False: malloc and memory patterns, which hand
-    # a burst's memory back but cost the 66 M zipformer2 about a tenth more CPU per chunk.
+    # a burst's memory back but cost the 66 M zipformer2 6-16 % more CPU per encoder call.
     cpu_arena: bool = True
     # Explicit files, as sherpa-onnx's --encoder/--decoder/--joiner/--tokens take them; each
     # one given replaces what the directory would give (streamdec.models.files).

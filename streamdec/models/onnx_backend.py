@@ -88,12 +88,14 @@ def open_session(path: Path, config: ModelConfig):
     # ONNX Runtime's CPU arena (its default, and sherpa-onnx's) keeps the memory of a run's
     # tensors for the next run. Without it they come from malloc, and the blocks past glibc's
     # mmap threshold are mapped afresh and fault in page by page every run (about 43 MiB a
-    # chunk for the 66 M zipformer2 at 16 streams): 7-14 % more CPU in the encoder calls of
-    # both sized models (bench/results/stop47). Memory patterns (one block per input shape,
-    # sized to its peak) are off with the arena: with them an arena grows with every new
-    # batch size and keeps it all (66 M int8, batches of 1-32 streams after a warm-up at 32:
-    # RSS +118 MB; without them +7 MB). cpu_arena=False: malloc and patterns, which hand a
-    # burst's memory back (bench/results/stop37).
+    # chunk for the 66 M zipformer2 at 16 streams): 6-16 % more CPU in its encoder calls
+    # (the 20 M model's blocks are small enough to be reused: no difference). Memory patterns
+    # (one block per input shape, sized to its peak) are off with the arena: with them an
+    # arena grows with every new batch size and keeps it all (+100-110 MB, 66 M, batches of
+    # 1-32 after a warm-up at 32; +3 to +10 MB without them). The arena keeps the largest
+    # batch's working set: 25-90 MB more RSS than malloc between decodes, on these models
+    # (bench/results/stop47). cpu_arena=False: malloc and patterns, which hand a burst's
+    # memory back (bench/results/stop37).
     opts.enable_cpu_mem_arena = config.cpu_arena
     opts.enable_mem_pattern = not config.cpu_arena
     try:
