@@ -15,7 +15,9 @@ Each configuration (search, threads, K, driver) holds ``streamdec`` and ``sherpa
 throughput (median, min, max over ``--runs``) and ``ratio`` (streamdec / sherpa-onnx, > 1:
 streamdec is faster); ``cpu_throughput`` the same per CPU second of the process (all its
 threads): on a machine shared with other work it varies less than wall time, and with one
-thread each it measures the same thing. ``--drivers recognizer,engine`` also drives
+thread each it measures the same thing. ``--cpu-arena on,off`` decodes with streamdec's sessions with ONNX Runtime's CPU arena and
+without it (``model.cpu_arena``), both and sherpa-onnx alternated in the same runs (one
+configuration each). ``--drivers recognizer,engine`` also drives
 streamdec through its asyncio Engine (features of new streams computed on the loop thread
 while a worker thread decodes). ``best`` compares each peer at its best thread count (and
 streamdec at its best driver).
@@ -78,8 +80,10 @@ def measure(args) -> dict:
         "configurations": []}
     load_before = load_average()
     rows = []
-    for cpu_arena, threads in ((a, t) for a in args.cpu_arena for t in args.threads):
-        rec = make_recognizer(args, threads, cpu_arena)
+    for threads in args.threads:
+        # one recognizer per arena setting, alternated in the same runs (compare)
+        recs = {a: make_recognizer(args, threads, a) for a in args.cpu_arena}
+        rec = recs[args.cpu_arena[0]]
         meta = rec.meta
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
         for method in searches:
@@ -88,17 +92,16 @@ def measure(args) -> dict:
                                      args.beam, threads)
             for k in args.streams:
                 for driver in args.drivers:
-                    conf = {**compare(args, rec, srec, utts, audio, method, threads, k,
-                                      driver), "cpu_arena": cpu_arena}
-                    report["configurations"].append(conf)
-                    rows.append([method, threads, "on" if cpu_arena else "off", k, driver,
-                                 conf["streamdec"]["median"],
-                                 conf["sherpa_onnx"]["median"], conf["ratio"],
-                                 conf["cpu_throughput"]["ratio"],
-                                 f"{conf['identical_transcripts']}/{len(utts)}"])
-                    print(" ".join(map(str, rows[-1])), file=sys.stderr)
-            if (args.profile in args.streams and threads == args.threads[0]
-                    and cpu_arena == args.cpu_arena[0]):
+                    for conf in compare(args, recs, srec, utts, audio, method, threads, k,
+                                        driver):
+                        report["configurations"].append(conf)
+                        rows.append([method, threads, "on" if conf["cpu_arena"] else "off", k,
+                                     driver, conf["streamdec"]["median"],
+                                     conf["sherpa_onnx"]["median"], conf["ratio"],
+                                     conf["cpu_throughput"]["ratio"],
+                                     f"{conf['identical_transcripts']}/{len(utts)}"])
+                        print(" ".join(map(str, rows[-1])), file=sys.stderr)
+            if args.profile in args.streams and threads == args.threads[0]:
                 profile(lambda: decode_streamdec(rec, utts, args.profile, search),
                         args.out.with_name(f"{args.out.stem}.profile-{method}-"
                                            f"k{args.profile}.txt"))
@@ -117,33 +120,44 @@ def measure(args) -> dict:
     return report
 
 
-def compare(args, rec, srec, utts, audio: float, method: str, threads: int, k: int,
-            driver: str) -> dict:
-    """One configuration, A/B alternated over ``args.runs``."""
+def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: int, k: int,
+            driver: str) -> list[dict]:
+    """One configuration per recognizer of ``recs`` (by arena setting), all of them and
+    sherpa-onnx alternated over ``args.runs``; each compared with sherpa-onnx's runs."""
     search = SearchConfig(method=method, beam=args.beam)
-    meta = rec.meta
-    ours = ((lambda: decode_streamdec(rec, utts, k, search)) if driver == "recognizer" else
-            (lambda: decode_streamdec_engine(rec, utts, k, search)))
-    runs = alternate(args.runs, ours,
+    meta = next(iter(recs.values())).meta
+
+    def ours(rec):
+        return ((lambda: decode_streamdec(rec, utts, k, search)) if driver == "recognizer" else
+                (lambda: decode_streamdec_engine(rec, utts, k, search)))
+
+    runs = alternate(args.runs, *[ours(rec) for rec in recs.values()],
                      lambda: decode_sherpa(srec, utts, k, meta.chunk_frames,
                                            meta.encoder_frame_seconds))
-    wall = [[audio / r.seconds for r in peer] for peer in runs]
-    cpu = [[audio / r.cpu_seconds for r in peer] for peer in runs]
-    transcripts = runs[0][0].transcripts
-    return {
-        "search": method, "threads": threads, "streams": k, "driver": driver,
-        "streamdec": spread(wall[0], 2), "sherpa_onnx": spread(wall[1], 2),
-        "ratio": ratio(spread(wall[0])["median"], spread(wall[1])["median"], True),
-        "cpu_throughput": {"streamdec": spread(cpu[0], 2), "sherpa_onnx": spread(cpu[1], 2),
-                           "ratio": ratio(spread(cpu[0])["median"], spread(cpu[1])["median"],
-                                          True)},
-        "identical_transcripts": count_identical(transcripts, runs[1][0].transcripts),
-        "utterances": len(utts),
-        "transcripts_sha256": {"streamdec": digest(transcripts),
-                               "sherpa_onnx": digest(runs[1][0].transcripts)},
-        "streamdec_runs_agree": all(r.transcripts == transcripts for r in runs[0]),
-        "feature_seconds": {"streamdec": spread([r.feature_seconds for r in runs[0]], 3),
-                            "sherpa_onnx": spread([r.feature_seconds for r in runs[1]], 3)}}
+    theirs = runs[-1]
+    twall = [audio / r.seconds for r in theirs]
+    tcpu = [audio / r.cpu_seconds for r in theirs]
+    out = []
+    for cpu_arena, mine in zip(recs, runs):
+        wall = [audio / r.seconds for r in mine]
+        cpu = [audio / r.cpu_seconds for r in mine]
+        transcripts = mine[0].transcripts
+        out.append({
+            "search": method, "threads": threads, "streams": k, "driver": driver,
+            "cpu_arena": cpu_arena,
+            "streamdec": spread(wall, 2), "sherpa_onnx": spread(twall, 2),
+            "ratio": ratio(spread(wall)["median"], spread(twall)["median"], True),
+            "cpu_throughput": {"streamdec": spread(cpu, 2), "sherpa_onnx": spread(tcpu, 2),
+                               "ratio": ratio(spread(cpu)["median"], spread(tcpu)["median"],
+                                              True)},
+            "identical_transcripts": count_identical(transcripts, theirs[0].transcripts),
+            "utterances": len(utts),
+            "transcripts_sha256": {"streamdec": digest(transcripts),
+                                   "sherpa_onnx": digest(theirs[0].transcripts)},
+            "streamdec_runs_agree": all(r.transcripts == transcripts for r in mine),
+            "feature_seconds": {"streamdec": spread([r.feature_seconds for r in mine], 3),
+                                "sherpa_onnx": spread([r.feature_seconds for r in theirs], 3)}})
+    return out
 
 
 def best_ratios(configurations: list[dict]) -> list[dict]:

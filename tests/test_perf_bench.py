@@ -69,6 +69,20 @@ def test_overhead_smoke(tmp_path):
         assert set(c["streamdec"]["overhead"]) == {"median", "min", "max"}
 
 
+@pytest.mark.slow
+def test_throughput_alternates_the_arena_settings(tmp_path):
+    """--cpu-arena on,off: one configuration per setting, each against the same sherpa-onnx
+    runs; the arena changes no transcript."""
+    report = run_bench("throughput.py", tmp_path / "t.json", "--streams", "2", "--profile", "0",
+                       "--cpu-arena", "on,off", "--seconds", "4", "--runs", "2",
+                       "--search", "greedy")
+    confs = report["configurations"]
+    assert [c["cpu_arena"] for c in confs] == [True, False]
+    assert confs[0]["sherpa_onnx"] == confs[1]["sherpa_onnx"]
+    assert confs[0]["transcripts_sha256"] == confs[1]["transcripts_sha256"]
+    assert report["setup"]["cpu_arena"] == [True, False]
+
+
 def test_arena_bench_smoke(tmp_path):
     """bench/arena.py: the three session settings give the same encoder outputs; each has
     its CPU and page faults per chunk, and its memory from a process of its own."""
