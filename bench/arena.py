@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -42,6 +43,7 @@ sys.path.insert(0, str(HERE))
 from abtest import (alternate, load_average, machine, print_table, ratio, spread,  # noqa: E402
                     write_report)
 from peer import add_model_options, model_config, model_files, model_report  # noqa: E402
+from servers import proc_sample  # noqa: E402
 from streamdec.models.onnx_backend import open_session  # noqa: E402
 
 #: setting -> (ModelConfig.cpu_arena, memory patterns forced on)
@@ -138,10 +140,8 @@ def memory_child(args) -> dict:
 
 
 def _rss() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    """This process's RSS in MB (servers.proc_sample's reading of /proc)."""
+    return round(proc_sample(os.getpid())[1] / 2**20, 1)
 
 
 def memory(args, argv: list[str]) -> dict:

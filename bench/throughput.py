@@ -15,9 +15,10 @@ Each configuration (search, threads, K, driver) holds ``streamdec`` and ``sherpa
 throughput (median, min, max over ``--runs``) and ``ratio`` (streamdec / sherpa-onnx, > 1:
 streamdec is faster); ``cpu_throughput`` the same per CPU second of the process (all its
 threads): on a machine shared with other work it varies less than wall time, and with one
-thread each it measures the same thing. ``--cpu-arena on,off`` decodes with streamdec's sessions with ONNX Runtime's CPU arena and
-without it (``model.cpu_arena``), both and sherpa-onnx alternated in the same runs (one
-configuration each). ``--drivers recognizer,engine`` also drives
+thread each it measures the same thing. ``--cpu-arena on,off`` decodes with streamdec's
+sessions with ONNX Runtime's CPU arena and without it (``model.cpu_arena``), both and
+sherpa-onnx alternated in the same runs (one configuration each). ``--drivers
+recognizer,engine`` also drives
 streamdec through its asyncio Engine (features of new streams computed on the loop thread
 while a worker thread decodes). ``best`` compares each peer at its best thread count (and
 streamdec at its best driver).

@@ -157,8 +157,7 @@ def top_k_stable(scores: np.ndarray, k: int) -> list[list[int]]:
     in column order: ``np.argsort(-scores, axis=1, kind="stable")[:, :k]``, without sorting
     the whole row (a selection finds each row's k-th best; only the columns at least that
     good are sorted)."""
-    n, m = scores.shape
-    if k >= m:
+    if k >= scores.shape[1]:
         return np.argsort(-scores, axis=1, kind="stable").tolist()
     neg = -scores
     kth = np.partition(neg, k - 1, axis=1)[:, k - 1]  # each row's k-th best (negated)
