@@ -373,10 +373,12 @@ class Recognizer:
             for i, st in zip(idx, new):
                 search_states[i] = st
         updates = []
-        for it, enc_states, st in zip(items, layout.unstack(states, len(items)), search_states):
+        # each stream's states stay a row of the batch: the same streams in the same order
+        # next time are fed back without a copy (``StateLayout.share``)
+        for it, enc_states, st in zip(items, layout.share(states, len(items)), search_states):
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
                                                          it.is_last, it.endpoint, it.closing)
-            state = DecodeState(tuple(enc_states), st, segment,
+            state = DecodeState(enc_states, st, segment,
                                 it.state.processed_feature_frames + meta.chunk_shift, it.state.vad)
             updates.append(StreamUpdate(state, events))
         return updates

@@ -21,6 +21,7 @@ from .results import Result
 from .segments import SegmentState
 
 if TYPE_CHECKING:
+    from .models.states import EncoderStates
     from .endpoint import EndpointConfig
     from .search.base import Search, SearchState
     from .vad import SampleQueue, VadState
@@ -33,7 +34,7 @@ __all__ = ["Stream", "DecodeState"]
 class DecodeState:
     """Everything a decode of one chunk reads and replaces."""
 
-    encoder_states: tuple[np.ndarray, ...]  # batch axis of size 1
+    encoder_states: "EncoderStates"  # a tuple (batch axis of size 1) or a row of a batch
     search_state: "SearchState"
     segment: SegmentState
     processed_feature_frames: int = 0  # feature frames the encoder has advanced past

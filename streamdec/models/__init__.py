@@ -5,10 +5,10 @@ from __future__ import annotations
 from .base import ModelMeta, TransducerModel
 from .config import BUILTIN_MODEL_DIR, ModelConfig
 from .files import ModelFiles, find_model_files
-from .states import StateLayout, StateSpec
+from .states import EncoderStates, StateLayout, StateRow, StateSpec
 
 __all__ = ["ModelMeta", "TransducerModel", "ModelConfig", "BUILTIN_MODEL_DIR", "StateLayout",
-           "StateSpec", "ModelFiles", "find_model_files", "load_model"]
+           "StateSpec", "StateRow", "EncoderStates", "ModelFiles", "find_model_files", "load_model"]
 
 
 def load_model(config: ModelConfig, features=None, files: ModelFiles | None = None
