@@ -55,6 +55,17 @@ def add_arena_option(p: argparse.ArgumentParser) -> None:
                         "comma-separated: each is measured against sherpa-onnx (default on)")
 
 
+def add_shared_states_option(p: argparse.ArgumentParser) -> None:
+    """``--shared-states on,off``: encoder states kept as rows of the batch an encode returned
+    (on: ``StateLayout.share``, streamdec's way) or split out per stream after each chunk
+    (off: the way before it), each measured against the peer (default: on)."""
+    p.add_argument("--shared-states", type=_on_off_list, default=[True], metavar="on,off",
+                   help="encoder states as rows of the batch an encode returned (on, "
+                        "streamdec's way) or split out per stream after each chunk (off, the "
+                        "way before), comma-separated: each is measured against sherpa-onnx "
+                        "(default on)")
+
+
 def _on_off_list(text: str) -> list[bool]:
     values = {"on": True, "off": False}
     out = []

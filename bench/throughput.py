@@ -17,7 +17,10 @@ streamdec is faster); ``cpu_throughput`` the same per CPU second of the process 
 threads): on a machine shared with other work it varies less than wall time, and with one
 thread each it measures the same thing. ``--cpu-arena on,off`` decodes with streamdec's
 sessions with ONNX Runtime's CPU arena and without it (``model.cpu_arena``), both and
-sherpa-onnx alternated in the same runs (one configuration each). ``--drivers
+sherpa-onnx alternated in the same runs (one configuration each). ``--shared-states
+on,off`` the same with encoder states kept as rows of the batch an encode returned
+(``StateLayout.share``, streamdec's way) and split out per stream after each chunk (the
+way before it, ``PerStreamStates``). ``--drivers
 recognizer,engine`` also drives
 streamdec through its asyncio Engine (features of new streams computed on the loop thread
 while a worker thread decodes). ``best`` compares each peer at its best thread count (and
@@ -43,15 +46,37 @@ from abtest import (alternate, bench_parser, load_average, machine, print_table,
                     ratio, spread, main, workload)
 from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
                           decode_streamdec_engine, digest)
-from peer import (SHERPA_METHODS, add_arena_option, model_config, model_report,  # noqa: E402
-                  sherpa_recognizer)
+from peer import (SHERPA_METHODS, add_arena_option, add_shared_states_option,  # noqa: E402
+                  model_config, model_report, sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
+from streamdec.models import StateLayout  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 
-def make_recognizer(args, threads: int, cpu_arena: bool = True) -> Recognizer:
-    return Recognizer(RecognizerConfig(model=model_config(args, threads, cpu_arena),
-                                       endpoint=EndpointConfig(enabled=False)))
+class PerStreamStates(StateLayout):
+    """Encoder states the way before ``StateLayout.share``: split out per stream after each
+    chunk (views along axis 0, copies along the others) and concatenated again before the
+    next."""
+
+    def share(self, batched, batch_size):
+        import numpy as np
+
+        if batch_size == 1:
+            return [tuple(batched)]
+        out: list[list] = [[] for _ in range(batch_size)]
+        for spec, tensor in zip(self.specs, batched):
+            for n, piece in enumerate(np.split(tensor, batch_size, axis=spec.batch_axis)):
+                out[n].append(np.ascontiguousarray(piece))
+        return [tuple(states) for states in out]
+
+
+def make_recognizer(args, threads: int, cpu_arena: bool = True,
+                    shared_states: bool = True) -> Recognizer:
+    rec = Recognizer(RecognizerConfig(model=model_config(args, threads, cpu_arena),
+                                      endpoint=EndpointConfig(enabled=False)))
+    if not shared_states:
+        rec.model.state_layout = PerStreamStates(rec.model.state_layout.specs)
+    return rec
 
 
 def profile(run, path: Path) -> None:
@@ -77,14 +102,16 @@ def measure(args) -> dict:
         "benchmark": "throughput", "dev": args.dev, "utterances": len(utts),
         "audio_seconds": round(audio, 2), "runs": args.runs, "beam": args.beam,
         "streams": args.streams, "threads": args.threads, "cpu_arena": args.cpu_arena,
+        "shared_states": args.shared_states,
         "endpointing": False, "unit": "audio seconds decoded per wall second"},
         "configurations": []}
     load_before = load_average()
     rows = []
     for threads in args.threads:
-        # one recognizer per arena setting, alternated in the same runs (compare)
-        recs = {a: make_recognizer(args, threads, a) for a in args.cpu_arena}
-        rec = recs[args.cpu_arena[0]]
+        # one recognizer per arena and state setting, alternated in the same runs (compare)
+        recs = {(a, sh): make_recognizer(args, threads, a, sh)
+                for a in args.cpu_arena for sh in args.shared_states}
+        rec = next(iter(recs.values()))
         meta = rec.meta
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
         for method in searches:
@@ -96,9 +123,10 @@ def measure(args) -> dict:
                     for conf in compare(args, recs, srec, utts, audio, method, threads, k,
                                         driver):
                         report["configurations"].append(conf)
-                        rows.append([method, threads, "on" if conf["cpu_arena"] else "off", k,
-                                     driver, conf["streamdec"]["median"],
-                                     conf["sherpa_onnx"]["median"], conf["ratio"],
+                        rows.append([method, threads, "on" if conf["cpu_arena"] else "off",
+                                     "on" if conf["shared_states"] else "off", k, driver,
+                                     conf["streamdec"]["median"], conf["sherpa_onnx"]["median"],
+                                     conf["ratio"],
                                      conf["cpu_throughput"]["ratio"],
                                      f"{conf['identical_transcripts']}/{len(utts)}"])
                         print(" ".join(map(str, rows[-1])), file=sys.stderr)
@@ -108,8 +136,8 @@ def measure(args) -> dict:
                                            f"k{args.profile}.txt"))
     report["best"] = best_ratios(report["configurations"])
     report["machine"] = machine(load_before)
-    print_table(["search", "threads", "arena", "K", "driver", "streamdec", "sherpa-onnx", "ratio",
-                 "CPU ratio", "identical"], rows)
+    print_table(["search", "threads", "arena", "shared", "K", "driver", "streamdec",
+                 "sherpa-onnx", "ratio", "CPU ratio", "identical"], rows)
     if len(args.threads) > 1 or len(args.drivers) > 1:
         print_table(["search", "K", "streamdec (threads, driver)", "sherpa-onnx (threads)",
                      "ratio"],
@@ -123,7 +151,7 @@ def measure(args) -> dict:
 
 def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: int, k: int,
             driver: str) -> list[dict]:
-    """One configuration per recognizer of ``recs`` (by arena setting), all of them and
+    """One configuration per recognizer of ``recs`` (by arena and state setting), all of them and
     sherpa-onnx alternated over ``args.runs``; each compared with sherpa-onnx's runs."""
     search = SearchConfig(method=method, beam=args.beam)
     meta = next(iter(recs.values())).meta
@@ -139,13 +167,13 @@ def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: in
     twall = [audio / r.seconds for r in theirs]
     tcpu = [audio / r.cpu_seconds for r in theirs]
     out = []
-    for cpu_arena, mine in zip(recs, runs):
+    for (cpu_arena, shared_states), mine in zip(recs, runs):
         wall = [audio / r.seconds for r in mine]
         cpu = [audio / r.cpu_seconds for r in mine]
         transcripts = mine[0].transcripts
         out.append({
             "search": method, "threads": threads, "streams": k, "driver": driver,
-            "cpu_arena": cpu_arena,
+            "cpu_arena": cpu_arena, "shared_states": shared_states,
             "streamdec": spread(wall, 2), "sherpa_onnx": spread(twall, 2),
             "ratio": ratio(spread(wall)["median"], spread(twall)["median"], True),
             "cpu_throughput": {"streamdec": spread(cpu, 2), "sherpa_onnx": spread(tcpu, 2),
@@ -174,6 +202,7 @@ def best_ratios(configurations: list[dict]) -> list[dict]:
             if peer == "streamdec":
                 best[peer]["driver"] = c["driver"]
                 best[peer]["cpu_arena"] = c.get("cpu_arena", True)
+                best[peer]["shared_states"] = c.get("shared_states", True)
         out.append({"search": method, "streams": k, **best,
                     "ratio": ratio(best["streamdec"]["median"], best["sherpa_onnx"]["median"],
                                    True)})
@@ -187,6 +216,7 @@ def parser() -> argparse.ArgumentParser:
                          "in this thread), engine (the asyncio Engine: features on the loop "
                          "thread while a worker decodes); default recognizer")
     add_arena_option(ap)
+    add_shared_states_option(ap)
     ap.add_argument("--profile", type=int, default=64,
                     help="profile streamdec at this K when it is among --streams (0: never)")
     return ap

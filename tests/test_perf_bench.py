@@ -83,6 +83,20 @@ def test_throughput_alternates_the_arena_settings(tmp_path):
     assert report["setup"]["cpu_arena"] == [True, False]
 
 
+@pytest.mark.slow
+def test_throughput_alternates_the_state_settings(tmp_path):
+    """--shared-states on,off: encoder states as rows of the batch and split out per stream,
+    one configuration each against the same sherpa-onnx runs, with the same transcripts."""
+    report = run_bench("throughput.py", tmp_path / "t.json", "--streams", "3", "--profile", "0",
+                       "--shared-states", "on,off", "--seconds", "6", "--runs", "2",
+                       "--search", "greedy")
+    confs = report["configurations"]
+    assert [c["shared_states"] for c in confs] == [True, False]
+    assert confs[0]["sherpa_onnx"] == confs[1]["sherpa_onnx"]
+    assert confs[0]["transcripts_sha256"] == confs[1]["transcripts_sha256"]
+    assert report["setup"]["shared_states"] == [True, False]
+
+
 def test_arena_bench_smoke(tmp_path):
     """bench/arena.py: the three session settings give the same encoder outputs; each has
     its CPU and page faults per chunk, and its memory from a process of its own."""
