@@ -378,7 +378,8 @@ class Recognizer:
         for it, enc_states, st in zip(items, layout.share(states, len(items)), search_states):
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
                                                          it.is_last, it.endpoint, it.closing)
-            state = DecodeState(enc_states, st, segment,
+            # a stream that has ended never encodes again: it keeps no states (nor its batch)
+            state = DecodeState(() if segment.done else enc_states, st, segment,
                                 it.state.processed_feature_frames + meta.chunk_shift, it.state.vad)
             updates.append(StreamUpdate(state, events))
         return updates

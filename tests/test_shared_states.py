@@ -8,6 +8,7 @@ Cases, each on every fixture layout (lstm, conformer, zipformer2):
   partial, mixed with a stream's own arrays, or from two batches they give the
   concatenation of copies; rows left out are copied out of their batch (and the batch is
   freed once no row needs it); ``unstack`` and ``own`` hand out copies, not views;
+  parts of one batch stacked by several threads at once give the same values;
 - decode level: a schedule with every change of membership (see ``SCHEDULE``) gives the
   same events, bit for bit, as per-stream copies, with greedy and modified beam search.
 """
@@ -113,6 +114,33 @@ def test_copies_handed_out_are_not_views_of_the_batch(layout):
         assert not any(np.shares_memory(x, b) for x in own for b in batched)
 
 
+def test_parts_of_one_batch_stacked_by_several_threads_at_once(layout):
+    """The engine's workers may decode parts of one batch at the same time: each part
+    copies the rows it leaves out while another thread reads them; every thread gets the
+    values, whichever of the batch or the copy it reads."""
+    import threading
+
+    per = _random_states(layout, 6, 5)
+    want = {tuple(o): layout.stack([per[i] for i in o])
+            for o in ([0, 1, 2], [3, 4, 5], [5, 4], [1, 3, 5], [0, 1, 2, 3, 4, 5])}
+    errors: list = []
+
+    def work(order, rows):
+        try:
+            _same(layout.stack([rows[i] for i in order]), want[tuple(order)])
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    for _ in range(30):
+        rows = layout.share(layout.stack(per), 6)
+        threads = [threading.Thread(target=work, args=(list(o), rows)) for o in want]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+
+
 # -- the whole decode: every change of membership, against per-stream copies ----------------
 # one round per entry: the streams decoded together (by index, in this order); a list of
 # lists is several batches in the same round. Streams 0-3 start at once, 4 joins later,
@@ -167,6 +195,7 @@ def _decode_on_schedule(rec: Recognizer, search: SearchConfig, fed_back: list[in
     finally:
         del model.encode
     assert all(s.done for s in streams)
+    assert all(s.state.encoder_states == () for s in streams)  # ended: nothing kept
     return [[(r.token_ids, r.timestamps, r.log_probs, r.score, r.segment, r.start_time,
               r.end_time, r.is_final, r.is_eof) for r in ev] for ev in events]
 
