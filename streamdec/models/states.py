@@ -54,9 +54,10 @@ class _Batch:
 
 class StateRow:
     """One stream's encoder states: row ``index`` of a batch an encode returned, or (once
-    materialised) a tuple of its own arrays with batch axis 1. A value: what it stands for
-    never changes; only where the arrays live does, once, and any thread may see either.
-    """
+    materialised) a tuple of its own arrays with a batch axis of size 1. A value: what it
+    stands for never changes; only where the arrays live does, once, and any thread may
+    see either. Made by ``StateLayout.share``; read by ``StateLayout.stack`` (batched) or
+    ``StateLayout.own`` (one stream's arrays)."""
 
     __slots__ = ("_batch", "_index", "_own", "__weakref__")
 
