@@ -359,6 +359,16 @@ class Recognizer:
         return plans
 
     def _encode(self, items: Sequence["_Item"]) -> list[StreamUpdate]:
+        # the encoder takes the streams in the order their states stack fastest (the rows of
+        # one earlier batch together, in row order: the same streams gathered in any order
+        # feed their batch back); a stream's results do not depend on its place in a batch
+        order = self.model.state_layout.order([it.state.encoder_states for it in items])
+        updates: list[StreamUpdate] = [None] * len(items)  # type: ignore[list-item]
+        for i, update in zip(order, self._encode_in_order([items[i] for i in order])):
+            updates[i] = update
+        return updates
+
+    def _encode_in_order(self, items: Sequence["_Item"]) -> list[StreamUpdate]:
         meta, layout = self.meta, self.model.state_layout
         x = np.stack([it.features for it in items])
         encoder_out, states = self.model.encode(

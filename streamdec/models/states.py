@@ -13,7 +13,10 @@ row of the returned batch. ``stack`` of rows that are a whole batch in its order
 streams decoded together again: the steady state) gives that batch back as it is, without
 a copy; rows of several batches, or of part of one, are sliced out of theirs, a run of
 consecutive rows at a time. The values are the same either way (only copies, never
-arithmetic), so the encoder sees the same input whatever path built it.
+arithmetic), so the encoder sees the same input whatever path built it. ``order`` puts
+the streams of a batch in the order that copies least (the recognizer encodes them in it:
+a stream's results do not depend on its place in the batch), so the same streams gathered
+in another order (as they became ready) still feed their batch back.
 
 A row keeps its whole batch alive. When ``stack`` takes part of a batch, the rows it left
 out (a stream that waits for audio, or has ended) are copied out into their own arrays
@@ -138,6 +141,21 @@ class StateLayout:
                  else p[i] for p in pieces], axis=axis))
         self._materialise_left_out([p for p in pieces if isinstance(p, _Run)])
         return out
+
+    def order(self, per_stream: Sequence[EncoderStates]) -> list[int]:
+        """The positions of ``per_stream`` in the order ``stack`` copies least: the rows of
+        each batch together in row order (the batches in the order their first row comes),
+        then the streams with their own arrays as they came. Rows of one whole batch, in
+        whatever order they come, are then that batch, fed back without a copy."""
+        batches: dict[int, list[tuple[int, int]]] = {}
+        own = []
+        for pos, states in enumerate(per_stream):
+            where = states._where() if isinstance(states, StateRow) else states
+            if isinstance(where, _Batch):
+                batches.setdefault(id(where), []).append((states._index, pos))
+            else:
+                own.append(pos)
+        return [pos for rows in batches.values() for _, pos in sorted(rows)] + own
 
     def _materialise_left_out(self, runs: list["_Run"]) -> None:
         """Copy out the rows of the batches in ``runs`` that ``runs`` leave out and someone
