@@ -30,6 +30,15 @@ def checkpoint(path: Path, seed: int) -> dict:
     return state
 
 
+def exported(path: Path, seed: int) -> Transducer:
+    """An exported model.pt (TorchScript, no training-only heads) of a fresh model."""
+    torch.manual_seed(seed)
+    model = Transducer(CFG).eval()
+    union = {k: v for part in metadata(CFG).values() for k, v in part.items()}
+    torch.jit.script(ScriptedTransducer(model, union)).save(str(path))
+    return model
+
+
 def test_weighted_average_of_two_checkpoints(tmp_path):
     a = checkpoint(tmp_path / "a.pt", 1)
     b = checkpoint(tmp_path / "b.pt", 2)
@@ -46,10 +55,7 @@ def test_weighted_average_of_two_checkpoints(tmp_path):
 
 def test_an_exported_model_pt_joins_with_its_weights_and_lends_no_heads(tmp_path):
     a = checkpoint(tmp_path / "a.pt", 1)
-    torch.manual_seed(3)
-    shipped = Transducer(CFG).eval()
-    union = {k: v for part in metadata(CFG).values() for k, v in part.items()}
-    torch.jit.script(ScriptedTransducer(shipped, union)).save(str(tmp_path / "model.pt"))
+    shipped = exported(tmp_path / "model.pt", 3)
     out = average.average([tmp_path / "model.pt", tmp_path / "a.pt"], [0.6, 0.4])["model"]
     ref = shipped.state_dict()
     k = "joiner.output_linear.weight"
@@ -67,8 +73,6 @@ def test_bad_weights_are_refused(tmp_path, weights):
 
 
 def test_an_exported_model_alone_is_refused(tmp_path):
-    torch.manual_seed(3)
-    union = {k: v for part in metadata(CFG).values() for k, v in part.items()}
-    torch.jit.script(ScriptedTransducer(Transducer(CFG).eval(), union)).save(str(tmp_path / "model.pt"))
+    exported(tmp_path / "model.pt", 3)
     with pytest.raises(ValueError, match="training checkpoint"):
         average.average([tmp_path / "model.pt"])
