@@ -170,7 +170,7 @@ def test_builtin_lang_dir_compiled_scores_as_built_from_its_files(tmp_path, home
     nodes = [0, 1, len(graph) - 1, *rng.integers(2, len(graph) - 1, 60).tolist()]
     states = [0, graph.lm.start, *rng.integers(1, graph.lm.num_states, 30).tolist()]
     assert_same_graph(expected, graph, nodes, states)
-    assert (len(graph), graph.lm.num_states) == (240663, 137262)
+    assert (len(graph), graph.lm.num_states) == (241690, 173675)
 
 
 def test_the_builtin_model_ships_its_compiled_words_for_its_current_sources(home, compiles):
@@ -187,4 +187,4 @@ def test_the_builtin_model_ships_its_compiled_words_for_its_current_sources(home
     assert path.stat().st_size < 4_000_000  # compressed (12.6 MB as plain arrays)
     tree, lm = compiled.load_compiled(lang, symbols)
     assert compiles == []  # read, not compiled
-    assert (tree.num_nodes, lm.num_states) == (240662, 137262)
+    assert (tree.num_nodes, lm.num_states) == (241689, 173675)

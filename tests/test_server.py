@@ -571,18 +571,19 @@ def test_microphone_clients_start(script):
 
 def test_grammar_mode_through_both_protocols(server, tmp_path):
     """Vosk's phrase_list and the sherpa ``phrases`` option restrict a stream to its phrases
-    (one or more in a row); anything else is [unk]. "purple elephant" against [unk] vs NO is
-    a close call: the same audio every run (``speak``) gives the same answer (sox's random
-    dither, not the server, made it flip once in ~25 runs)."""
+    (one or more in a row); anything else is [unk] (one for each stretch the model hears as
+    a word: how many is the model's call, so any run of them is right). "purple elephant"
+    against [unk] vs NO is a close call: the same audio every run (``speak``) gives the same
+    answer (sox's random dither, not the server, made it flip once in ~25 runs)."""
     grammar = ["yes", "no", "one", "two", "three", "[unk]"]
-    cases = [("yes", "YES"), ("one two three", "ONE TWO THREE"),
-             ("purple elephant", "[unk]")]
+    cases = [("yes", r"YES"), ("one two three", r"ONE TWO THREE"),
+             ("purple elephant", r"\[unk\]( \[unk\])*")]
     for n, (sentence, want) in enumerate(cases):
         audio = speak(sentence, tmp_path / f"g{n}.wav", voice="en-gb")  # a voice never trained on
         pcm = (audio * 32767).astype(np.int16)
         out = run(vosk_client(server.url("/vosk"), pcm, 4000,
                               config={"sample_rate": 16000, "phrase_list": grammar}))
-        assert out["close"] == 1000 and vosk_text(out["replies"]) == want, out["replies"][-3:]
+        assert out["close"] == 1000 and re.fullmatch(want, vosk_text(out["replies"])), out["replies"][-3:]
         query = "?phrases=" + ",".join(grammar).replace(" ", "%20")
         out = run(sherpa_client(server.url("/" + query), audio, 3200))
-        assert sherpa_text(out["results"]) == want
+        assert re.fullmatch(want, sherpa_text(out["results"])), out["results"][-3:]
