@@ -79,8 +79,7 @@ class StateRow:
     def _materialise(self, layout: "StateLayout") -> None:
         where = self._where()
         if isinstance(where, _Batch):
-            self._own = tuple(_rows(t, spec.batch_axis, self._index, self._index + 1).copy()
-                              for spec, t in zip(layout.specs, where.tensors))
+            self._own = _row_copy(layout.specs, where.tensors, self._index)
             self._batch = None
 
 
@@ -99,6 +98,13 @@ class _Run:
 
 def _rows(t: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
     return t[(slice(None),) * axis + (slice(start, stop),)]
+
+
+def _row_copy(specs: Sequence[StateSpec], tensors: Sequence[np.ndarray],
+              index: int) -> tuple[np.ndarray, ...]:
+    """Row ``index`` of a batch's tensors as one stream's own arrays (batch axis of size 1)."""
+    return tuple(_rows(t, spec.batch_axis, index, index + 1).copy()
+                 for spec, t in zip(specs, tensors))
 
 
 @dataclass(frozen=True)
@@ -188,9 +194,7 @@ class StateLayout:
         if isinstance(states, StateRow):
             where = states._where()
             if isinstance(where, _Batch):
-                i = states._index
-                return tuple(_rows(t, spec.batch_axis, i, i + 1).copy()
-                             for spec, t in zip(self.specs, where.tensors))
+                return _row_copy(self.specs, where.tensors, states._index)
             return where
         return tuple(states)
 
@@ -199,8 +203,4 @@ class StateLayout:
         each a copy (not a view that would keep the whole batch alive)."""
         if batch_size == 1:
             return [list(batched)]
-        out: list[list[np.ndarray]] = [[] for _ in range(batch_size)]
-        for spec, tensor in zip(self.specs, batched):
-            for n in range(batch_size):
-                out[n].append(_rows(tensor, spec.batch_axis, n, n + 1).copy())
-        return out
+        return [list(_row_copy(self.specs, batched, n)) for n in range(batch_size)]
