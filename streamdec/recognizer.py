@@ -15,9 +15,10 @@
 - ``gather`` (the thread that feeds the streams): take each ready stream's next chunk of
   feature frames and its decoding state, mark it in flight;
 - ``compute`` (any thread; pure, touches no stream): stack the encoder states, encode once,
-  search (one batched step per search method), share the new states out as rows of the batch, then the segment/endpoint function
-  gives each stream its events and next state; a batch that fails is retried stream by
-  stream, so only a stream that fails on its own ends (``Stream.error``);
+  search (one batched step per search method), share the new states out as rows of the
+  batch, then the segment/endpoint function gives each stream its events and next state;
+  a batch that fails is retried stream by stream, so only a stream that fails on its own
+  ends (``Stream.error``);
 - ``commit`` (the feeding thread): one state assignment per stream, its events queued.
 
 A stream with a voice activity detector (``create_stream(vad=True)``, ``streamdec.vad``)
