@@ -94,3 +94,10 @@ def test_sherpa_onnx_loads_and_agrees(tmp_path, int8):
         assert ours == theirs
     else:  # dynamic int8 quantises activations per call: tiny feature differences may flip a symbol
         assert edit_distance(list(ours), list(theirs)) <= 0.2 * max(len(ours), len(theirs))
+
+
+def test_the_model_has_the_size_readme_and_model_card_give():
+    """README: "3 M parameters"; MODEL.md: 3.01 M exported parameters (TorchScript)."""
+    n = sum(p.numel() for p in torch.jit.load(str(ASSETS / "model.pt")).parameters())
+    assert round(n / 1e6, 2) == 3.01
+    assert "small (3 M parameters" in (ROOT / "README.md").read_text(encoding="utf-8")
