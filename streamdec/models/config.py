@@ -29,6 +29,10 @@ class ModelConfig:
     # session keeps, not freshly mapped pages. False: malloc and memory patterns, which hand
     # a burst's memory back but cost the 66 M zipformer2 6-16 % more CPU per encoder call.
     cpu_arena: bool = True
+    # Rewrite the graph when a session is opened into one with the same outputs (to float
+    # rounding) and faster ONNX Runtime kernels: depthwise 1-D convolutions as 2-D (the
+    # zipformers' depthwise convolutions; streamdec.models.graph). False: the files as they are.
+    graph_rewrites: bool = True
     # Explicit files, as sherpa-onnx's --encoder/--decoder/--joiner/--tokens take them; each
     # one given replaces what the directory would give (streamdec.models.files).
     encoder: str | None = None
@@ -44,8 +48,10 @@ class ModelConfig:
             raise ConfigError(f"model.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.num_threads < 1 or self.inter_op_threads < 1:
             raise ConfigError("model.num_threads and model.inter_op_threads must be >= 1")
-        if not isinstance(self.cpu_arena, bool):
-            raise ConfigError(f"model.cpu_arena must be true or false, got {self.cpu_arena!r}")
+        for flag in ("cpu_arena", "graph_rewrites"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"model.{flag} must be true or false, "
+                                  f"got {getattr(self, flag)!r}")
         named = [r for r in ("encoder", "decoder", "joiner") if getattr(self, r)]
         if named and len(named) < 3 and not self.model_dir:
             missing = ", ".join(f"model.{r}" for r in ("encoder", "decoder", "joiner")

@@ -22,6 +22,7 @@ kaldi fbank (``feature=whisper``, a ``normalize_type``).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -32,6 +33,7 @@ from ..errors import ModelLoadError
 from .base import DECLARED_KEYS, feature_facts, probe_meta
 from .config import ModelConfig
 from .files import ModelFiles
+from .graph import rewritten_model
 from .states import StateLayout, StateSpec
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
@@ -74,7 +76,9 @@ def batch_axis_from_table(model_type: str, state_name: str) -> int | None:
     return None
 
 
-def open_session(path: Path, config: ModelConfig):
+def open_session(path: Path, config: ModelConfig, profile: str | None = None):
+    """An ONNX Runtime session on ``path`` with ``config``'s threads and memory settings;
+    ``profile``: a file prefix for ONNX Runtime's own profiler (``bench/ort_profile.py``)."""
     import onnxruntime as ort
 
     if not path.is_file():
@@ -98,9 +102,18 @@ def open_session(path: Path, config: ModelConfig):
     # memory back (bench/results/stop37).
     opts.enable_cpu_mem_arena = config.cpu_arena
     opts.enable_mem_pattern = not config.cpu_arena
+    if profile is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile
     try:
-        return ort.InferenceSession(str(path), sess_options=opts,
-                                    providers=["CPUExecutionProvider"])
+        if not config.graph_rewrites:
+            return ort.InferenceSession(str(path), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
+        with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
+            rewritten = Path(tmp) / path.name
+            chosen = rewritten if rewritten_model(path, rewritten) else path
+            return ort.InferenceSession(str(chosen), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200]})") from e
