@@ -20,7 +20,7 @@ from pathlib import Path
 from streamdec.models import ModelConfig
 from streamdec.models.files import ModelFiles, find_model_files
 
-__all__ = ["SHERPA_METHODS", "add_arena_option", "add_model_options", "model_config", "model_files",
+__all__ = ["SHERPA_METHODS", "add_arena_option", "add_graph_rewrites_option", "add_model_options", "model_config", "model_files",
            "model_report", "serve_model_args", "sherpa_recognizer"]
 
 #: streamdec search method -> sherpa-onnx decoding_method
@@ -40,11 +40,12 @@ def add_model_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 
 
 def model_config(args: argparse.Namespace, threads: int = 1,
-                 cpu_arena: bool = True) -> ModelConfig:
+                 cpu_arena: bool = True, graph_rewrites: bool = True) -> ModelConfig:
     """The ModelConfig of ``add_model_options``' flags, with ``threads`` intra-op threads
-    (and ONNX Runtime's CPU arena on or off: ``add_arena_option``)."""
+    (and ONNX Runtime's CPU arena on or off: ``add_arena_option``; the graph rewrites on or
+    off: ``add_graph_rewrites_option``)."""
     return ModelConfig(model_dir=args.model_dir, int8=args.int8, variant=args.model_variant,
-                       num_threads=threads, cpu_arena=cpu_arena)
+                       num_threads=threads, cpu_arena=cpu_arena, graph_rewrites=graph_rewrites)
 
 
 def add_arena_option(p: argparse.ArgumentParser) -> None:
@@ -64,6 +65,15 @@ def add_shared_states_option(p: argparse.ArgumentParser) -> None:
                         "streamdec's way) or split out per stream after each chunk (off, the "
                         "way before), comma-separated: each is measured against sherpa-onnx "
                         "(default on)")
+
+
+def add_graph_rewrites_option(p: argparse.ArgumentParser) -> None:
+    """``--graph-rewrites on,off``: streamdec's sessions opened with the graph rewritten
+    (``model.graph_rewrites``: depthwise 1-D convolutions as 2-D) or from the files as they
+    are, each measured against the peer (default: on, streamdec's default)."""
+    p.add_argument("--graph-rewrites", type=_on_off_list, default=[True], metavar="on,off",
+                   help="streamdec's graph rewrites (model.graph_rewrites), comma-separated: "
+                        "each is measured against sherpa-onnx (default on)")
 
 
 def _on_off_list(text: str) -> list[bool]:
@@ -113,14 +123,16 @@ def model_report(files: ModelFiles, int8: bool) -> dict:
 
 
 def sherpa_recognizer(files: ModelFiles, model_type: str, method: str, beam: int,
-                      threads: int = 1, endpoint: bool = False):
+                      threads: int = 1, endpoint: bool = False, provider: str = "cpu"):
     """A sherpa-onnx recognizer on ``files``; ``method`` is sherpa-onnx's name
     (``greedy_search``, ``modified_beam_search``); ``endpoint``: its default endpoint rules
-    (the same three rules as streamdec's defaults)."""
+    (the same three rules as streamdec's defaults); ``provider``: ``cpu``, or ``cpu:FILE``
+    with FILE sherpa-onnx's session settings (``key=value`` lines, e.g. its profiler's
+    ``ProfilingFilePrefix``)."""
     import sherpa_onnx
 
     return sherpa_onnx.OnlineRecognizer.from_transducer(
         tokens=str(files.tokens), encoder=str(files.encoder), decoder=str(files.decoder),
         joiner=str(files.joiner), num_threads=threads, sample_rate=16000, feature_dim=80,
         decoding_method=method, max_active_paths=beam, model_type=model_type,
-        enable_endpoint_detection=endpoint)
+        enable_endpoint_detection=endpoint, provider=provider)

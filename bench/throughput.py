@@ -20,11 +20,12 @@ sessions with ONNX Runtime's CPU arena and without it (``model.cpu_arena``), bot
 sherpa-onnx alternated in the same runs (one configuration each). ``--shared-states
 on,off`` the same with encoder states kept as rows of the batch an encode returned
 (``StateLayout.share``, streamdec's way) and split out per stream after each chunk (the
-way before it, ``PerStreamStates``). ``--drivers
-recognizer,engine`` also drives
-streamdec through its asyncio Engine (features of new streams computed on the loop thread
-while a worker thread decodes). ``best`` compares each peer at its best thread count (and
-streamdec at its best driver).
+way before it, ``PerStreamStates``). ``--graph-rewrites on,off`` the same with the
+sessions' graphs rewritten (``model.graph_rewrites``, streamdec's default) and the files as
+they are. ``--drivers recognizer,engine`` also drives streamdec through its asyncio
+Engine (features of new streams computed on the loop thread while a worker thread
+decodes). ``best`` compares each peer at its best thread count (and streamdec at its best
+driver).
 A cProfile of streamdec at ``--profile`` streams is saved beside the report
 (``REPORT.profile-SEARCH-kK.txt``).
 """
@@ -46,8 +47,8 @@ from abtest import (alternate, bench_parser, load_average, machine, print_table,
                     ratio, spread, main, workload)
 from batch_decode import (count_identical, decode_sherpa, decode_streamdec,  # noqa: E402
                           decode_streamdec_engine, digest)
-from peer import (SHERPA_METHODS, add_arena_option, add_shared_states_option,  # noqa: E402
-                  model_config, model_report, sherpa_recognizer)
+from peer import (SHERPA_METHODS, add_arena_option, add_graph_rewrites_option,  # noqa: E402
+                  add_shared_states_option, model_config, model_report, sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.models import StateLayout  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -71,8 +72,9 @@ class PerStreamStates(StateLayout):
 
 
 def make_recognizer(args, threads: int, cpu_arena: bool = True,
-                    shared_states: bool = True) -> Recognizer:
-    rec = Recognizer(RecognizerConfig(model=model_config(args, threads, cpu_arena),
+                    shared_states: bool = True, graph_rewrites: bool = True) -> Recognizer:
+    rec = Recognizer(RecognizerConfig(model=model_config(args, threads, cpu_arena,
+                                                         graph_rewrites),
                                       endpoint=EndpointConfig(enabled=False)))
     if not shared_states:
         rec.model.state_layout = PerStreamStates(rec.model.state_layout.specs)
@@ -102,15 +104,16 @@ def measure(args) -> dict:
         "benchmark": "throughput", "dev": args.dev, "utterances": len(utts),
         "audio_seconds": round(audio, 2), "runs": args.runs, "beam": args.beam,
         "streams": args.streams, "threads": args.threads, "cpu_arena": args.cpu_arena,
-        "shared_states": args.shared_states,
+        "shared_states": args.shared_states, "graph_rewrites": args.graph_rewrites,
         "endpointing": False, "unit": "audio seconds decoded per wall second"},
         "configurations": []}
     load_before = load_average()
     rows = []
     for threads in args.threads:
-        # one recognizer per arena and state setting, alternated in the same runs (compare)
-        recs = {(a, sh): make_recognizer(args, threads, a, sh)
-                for a in args.cpu_arena for sh in args.shared_states}
+        # one recognizer per arena, state and graph setting, alternated in the same runs
+        recs = {(a, sh, g): make_recognizer(args, threads, a, sh, g)
+                for a in args.cpu_arena for sh in args.shared_states
+                for g in args.graph_rewrites}
         rec = next(iter(recs.values()))
         meta = rec.meta
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
@@ -124,7 +127,8 @@ def measure(args) -> dict:
                                         driver):
                         report["configurations"].append(conf)
                         rows.append([method, threads, "on" if conf["cpu_arena"] else "off",
-                                     "on" if conf["shared_states"] else "off", k, driver,
+                                     "on" if conf["shared_states"] else "off",
+                                     "on" if conf["graph_rewrites"] else "off", k, driver,
                                      conf["streamdec"]["median"], conf["sherpa_onnx"]["median"],
                                      conf["ratio"],
                                      conf["cpu_throughput"]["ratio"],
@@ -136,7 +140,7 @@ def measure(args) -> dict:
                                            f"k{args.profile}.txt"))
     report["best"] = best_ratios(report["configurations"])
     report["machine"] = machine(load_before)
-    print_table(["search", "threads", "arena", "shared", "K", "driver", "streamdec",
+    print_table(["search", "threads", "arena", "shared", "rewrites", "K", "driver", "streamdec",
                  "sherpa-onnx", "ratio", "CPU ratio", "identical"], rows)
     if len(args.threads) > 1 or len(args.drivers) > 1:
         print_table(["search", "K", "streamdec (threads, driver)", "sherpa-onnx (threads)",
@@ -167,13 +171,14 @@ def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: in
     twall = [audio / r.seconds for r in theirs]
     tcpu = [audio / r.cpu_seconds for r in theirs]
     out = []
-    for (cpu_arena, shared_states), mine in zip(recs, runs):
+    for (cpu_arena, shared_states, graph_rewrites), mine in zip(recs, runs):
         wall = [audio / r.seconds for r in mine]
         cpu = [audio / r.cpu_seconds for r in mine]
         transcripts = mine[0].transcripts
         out.append({
             "search": method, "threads": threads, "streams": k, "driver": driver,
             "cpu_arena": cpu_arena, "shared_states": shared_states,
+            "graph_rewrites": graph_rewrites,
             "streamdec": spread(wall, 2), "sherpa_onnx": spread(twall, 2),
             "ratio": ratio(spread(wall)["median"], spread(twall)["median"], True),
             "cpu_throughput": {"streamdec": spread(cpu, 2), "sherpa_onnx": spread(tcpu, 2),
@@ -203,6 +208,7 @@ def best_ratios(configurations: list[dict]) -> list[dict]:
                 best[peer]["driver"] = c["driver"]
                 best[peer]["cpu_arena"] = c.get("cpu_arena", True)
                 best[peer]["shared_states"] = c.get("shared_states", True)
+                best[peer]["graph_rewrites"] = c.get("graph_rewrites", True)
         out.append({"search": method, "streams": k, **best,
                     "ratio": ratio(best["streamdec"]["median"], best["sherpa_onnx"]["median"],
                                    True)})
@@ -217,6 +223,7 @@ def parser() -> argparse.ArgumentParser:
                          "thread while a worker decodes); default recognizer")
     add_arena_option(ap)
     add_shared_states_option(ap)
+    add_graph_rewrites_option(ap)
     ap.add_argument("--profile", type=int, default=64,
                     help="profile streamdec at this K when it is among --streams (0: never)")
     return ap

@@ -97,6 +97,42 @@ def test_throughput_alternates_the_state_settings(tmp_path):
     assert report["setup"]["shared_states"] == [True, False]
 
 
+@pytest.mark.slow
+def test_throughput_alternates_the_graph_settings(tmp_path):
+    """--graph-rewrites on,off: the sessions' graphs rewritten and as the files are, one
+    configuration each against the same sherpa-onnx runs, on a zipformer2 (32 depthwise
+    convolutions rewritten)."""
+    model = REPO / "tests" / "fixtures" / "published-layouts" / \
+        "A-streaming-zipformer2-chunk-16-left-128"
+    report = run_bench("throughput.py", tmp_path / "t.json", "--streams", "2", "--profile", "0",
+                       "--graph-rewrites", "on,off", "--seconds", "4", "--runs", "2",
+                       "--search", "greedy", "--model-dir", str(model))
+    confs = report["configurations"]
+    assert [c["graph_rewrites"] for c in confs] == [True, False]
+    assert confs[0]["sherpa_onnx"] == confs[1]["sherpa_onnx"]
+    assert report["setup"]["graph_rewrites"] == [True, False]
+
+
+def test_ort_profile_smoke(tmp_path):
+    """bench/ort_profile.py: both peers' encoder runs profiled by ONNX Runtime, the same
+    number of runs, node time within run time, operators and nodes compared."""
+    model = REPO / "tests" / "fixtures" / "published-layouts" / \
+        "A-streaming-zipformer2-chunk-16-left-128"
+    report = run_bench("ort_profile.py", tmp_path / "p.json", "--streams", "2", "--seconds",
+                       "4", "--runs", "1", "--search", "greedy", "--model-dir", str(model))
+    ours, theirs = report["streamdec"], report["sherpa_onnx"]
+    assert ours["encoder_runs"] == theirs["encoder_runs"] > 0
+    for peer in (ours, theirs):
+        assert 0 < peer["node_ms"] <= peer["run_ms"]
+        assert peer["ops"]["Conv"] > 0
+    assert report["setup"]["graph_rewrites"] is True
+    assert {r["op"] for r in report["ops"]} >= {"Conv", "MatMul"}
+    assert report["nodes"] and all({"node", "op", "streamdec_ms", "sherpa_onnx_ms"} <= set(r)
+                                   for r in report["nodes"])
+    # the rewritten convolutions are nodes of streamdec's graph only
+    assert report["nodes_in_one_only"]["streamdec"] >= 32
+
+
 def test_arena_bench_smoke(tmp_path):
     """bench/arena.py: the three session settings give the same encoder outputs; each has
     its CPU and page faults per chunk, and its memory from a process of its own."""
