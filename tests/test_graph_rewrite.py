@@ -128,6 +128,31 @@ def test_open_session_leaves_no_file_behind(tmp_path, monkeypatch):
     assert plain.run(None, {"x": x})[0].tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("failure", ["cannot write", "writes garbage"])
+def test_a_rewrite_that_fails_loads_the_file_as_it_is(tmp_path, monkeypatch, caplog, failure):
+    """No space for the temporary file, or a rewritten graph ONNX Runtime refuses: the
+    session is the file's own, and the log says why."""
+    import streamdec.models.onnx_backend as backend
+
+    onnx.save(_model(17), str(tmp_path / "m.onnx"))
+
+    def broken(path, into):
+        if failure == "cannot write":
+            raise OSError(28, "No space left on device")
+        into.write_bytes(b"not a model")
+        return True
+
+    monkeypatch.setattr(backend, "rewritten_model", broken)
+    with caplog.at_level("WARNING", logger="streamdec"):
+        session = open_session(tmp_path / "m.onnx", ModelConfig())
+    x = np.ones((1, C, T), np.float32)
+    assert session.run(None, {"x": x})[0].tobytes() == _run(_model(17), x).tobytes()
+    want = "graph not rewritten (OSError" if failure == "cannot write" else \
+        "the rewritten graph did not load"
+    assert any(want in r.getMessage() and "loading the file as it is" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_graph_rewrites_must_be_a_boolean():
     with pytest.raises(ConfigError, match="model.graph_rewrites must be true or false"):
         ModelConfig(graph_rewrites="yes")

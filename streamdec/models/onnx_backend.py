@@ -22,6 +22,7 @@ kaldi fbank (``feature=whisper``, a ``normalize_type``).
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ from .config import ModelConfig
 from .files import ModelFiles
 from .graph import rewritten_model
 from .states import StateLayout, StateSpec
+
+log = logging.getLogger("streamdec")
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
            "open_session", "batch_axis_from_table", "FAMILIES"]
@@ -106,17 +109,40 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
         opts.enable_profiling = True
         opts.profile_file_prefix = profile
     try:
-        if not config.graph_rewrites:
-            return ort.InferenceSession(str(path), sess_options=opts,
-                                        providers=["CPUExecutionProvider"])
-        with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
-            rewritten = Path(tmp) / path.name
-            chosen = rewritten if rewritten_model(path, rewritten) else path
-            return ort.InferenceSession(str(chosen), sess_options=opts,
-                                        providers=["CPUExecutionProvider"])
+        if config.graph_rewrites:
+            session = _rewritten_session(path, opts)
+            if session is not None:
+                return session
+        return ort.InferenceSession(str(path), sess_options=opts,
+                                    providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200]})") from e
+
+
+def _rewritten_session(path: Path, opts):
+    """A session on ``path``'s graph after ``streamdec.models.graph``'s rewrites (written to a
+    temporary file: a session made from bytes keeps them), or None where none applies, or
+    where the rewrite cannot be made or loaded (logged): the caller loads the file as it is,
+    and ONNX Runtime's own error, if any, is the one reported."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
+        rewritten = Path(tmp) / path.name
+        try:
+            if not rewritten_model(path, rewritten):
+                return None
+        except Exception as e:  # onnx cannot read it (ONNX Runtime says why), or no disk space
+            log.warning("%s: graph not rewritten (%s: %s); loading the file as it is", path,
+                        type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e) else "")
+            return None
+        try:
+            return ort.InferenceSession(str(rewritten), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
+        except Exception as e:
+            log.warning("%s: the rewritten graph did not load (%s: %s); loading the file as "
+                        "it is", path, type(e).__name__, str(e).strip().splitlines()[0][:200])
+            return None
 
 
 def _metadata(session) -> dict[str, str]:
