@@ -133,6 +133,19 @@ def test_ort_profile_smoke(tmp_path):
     assert report["nodes_in_one_only"]["streamdec"] >= 32
 
 
+def test_model_load_smoke(tmp_path):
+    """bench/model_load.py: a zipformer2 loaded with the graph rewrites and without, each in
+    processes of its own: seconds, RSS and peak RSS of each."""
+    model = REPO / "tests" / "fixtures" / "published-layouts" / \
+        "A-streaming-zipformer2-chunk-16-left-128"
+    report = run_bench("model_load.py", tmp_path / "m.json", "--runs", "1", "--model-dir",
+                       str(model))
+    assert set(report["graph_rewrites"]) == {"on", "off"}
+    for got in report["graph_rewrites"].values():
+        assert got["seconds"] > 0 and 0 < got["rss_mb"] <= got["peak_rss_mb"]
+    assert report["setup"]["model"]["files"]["encoder"]["name"].startswith("encoder-")
+
+
 def test_arena_bench_smoke(tmp_path):
     """bench/arena.py: the three session settings give the same encoder outputs; each has
     its CPU and page faults per chunk, and its memory from a process of its own."""

@@ -7,11 +7,11 @@ small GEMM per group and per image: the zipformers' and conformers' depthwise co
 (a group per channel, 192-512 of them, kernel 8-31) at 16 streams are 3,000-8,000 GEMMs of
 a few dozen multiply-adds each. A 2-D depthwise convolution goes to its NCHWc transformer's
 blocked depthwise kernel instead. Other grouped convolutions (the decoders' context
-convolution: 4 channels a group) stay as they are: as 2-D they took 5-20 % longer.
-Measured on this project's 2-vCPU AVX2 VM, ONNX Runtime 1.32, one node at 16 streams
-(``bench/results/stop49``): 0.6-1.7 ms as 1-D, 0.04-0.10 ms as 2-D; the 66 M zipformer2
-spent 37 % of its encoder time in these nodes. The output differs only by the order of the
-float sums (a few 1e-6). The new graph holds the same weights (their shape gets the extra
+convolution: 4 channels a group) stay as they are: as 2-D they were no faster (-1 to +12 %
+more time). Measured on this project's 2-vCPU VM (AMD EPYC, Zen 4), ONNX Runtime 1.32, one
+node at 16 streams (``bench/results/stop49/experiments``): 0.7-1.9 ms as 1-D, 0.04-0.15 ms
+as 2-D; the 66 M zipformer2 spent 36 % of its encoder time in these nodes. The output
+differs only by the order of the float sums (a few 1e-6). The new graph holds the same weights (their shape gets the extra
 axis of 1, the bytes are the same) and an ``Unsqueeze``/``Squeeze`` pair around each such
 convolution. ``ModelConfig.graph_rewrites = false`` loads the files unchanged.
 """
