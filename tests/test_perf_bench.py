@@ -142,7 +142,8 @@ def test_model_load_smoke(tmp_path):
                        str(model))
     assert set(report["graph_rewrites"]) == {"on", "off"}
     for got in report["graph_rewrites"].values():
-        assert got["seconds"] > 0 and 0 < got["rss_mb"] <= got["peak_rss_mb"]
+        # /proc's RSS and getrusage's peak count a few pages differently: 1 MB of slack
+        assert got["seconds"] > 0 and 0 < got["rss_mb"] <= got["peak_rss_mb"] + 1
     assert report["setup"]["model"]["files"]["encoder"]["name"].startswith("encoder-")
 
 
