@@ -96,6 +96,22 @@ def test_the_qualifying_convolutions_become_2d_with_the_same_outputs(opset):
                      "dilations": [1, 2]}
 
 
+def test_a_weight_that_is_a_graph_input_or_read_by_a_subgraph_keeps_its_shape():
+    """An initializer also listed as a graph input (an overridable default) or read inside an
+    If branch is not reshaped, so the convolution reading it stays 1-D."""
+    model = _model(17)
+    model.graph.input.append(helper.make_tensor_value_info("dw1", TensorProto.FLOAT,
+                                                           [C, 1, 5]))
+    branch = helper.make_graph([helper.make_node("Identity", ["dw2"], ["z"])], "b", [],
+                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model.graph.initializer.append(numpy_helper.from_array(np.array(True), "cond"))
+    model.graph.node.append(helper.make_node("If", ["cond"], ["z_out"], then_branch=branch,
+                                             else_branch=branch))
+    assert depthwise_conv1d_as_2d(model) == 0
+    assert [list(t.dims) for t in model.graph.initializer if t.name in ("dw1", "dw2")] == [
+        [C, 1, 5], [C, 1, 3]]
+
+
 def test_a_model_without_one_is_loaded_from_its_own_file(tmp_path):
     model = _model(17)
     keep = [n for n in model.graph.node if n.name not in ("dw1", "dw2")]

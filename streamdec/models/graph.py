@@ -49,6 +49,22 @@ def _opset(model) -> int:
     return 1
 
 
+def _subgraph_reads(graph) -> set[str]:
+    """The names the subgraphs of ``graph``'s nodes (If, Loop, Scan bodies) read, at any
+    depth."""
+    from onnx import AttributeProto
+
+    out: set[str] = set()
+    for node in graph.node:
+        for a in node.attribute:
+            subs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)
+            for sub in subs:
+                for inner in sub.node:
+                    out.update(inner.input)
+                out |= _subgraph_reads(sub)
+    return out
+
+
 def depthwise_conv1d_as_2d(model) -> int:
     """Rewrite, in ``model`` (an onnx ModelProto), each depthwise 1-D ``Conv`` of the main
     graph (``group`` > 1 output channels, one input channel each) whose weight is a rank-3
@@ -58,7 +74,10 @@ def depthwise_conv1d_as_2d(model) -> int:
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    weights = {t.name: t for t in graph.initializer}
+    # a weight that is also a graph input (older exports: an overridable default) or that a
+    # subgraph reads keeps its shape
+    kept = {i.name for i in graph.input} | _subgraph_reads(graph)
+    weights = {t.name: t for t in graph.initializer if t.name not in kept}
     readers: dict[str, list] = {}
     for node in graph.node:
         for name in node.input:
