@@ -20,6 +20,7 @@ peers alike; compare the two, not with ``throughput.py``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -71,7 +72,7 @@ def _load(path: Path) -> list[dict]:
     return data if isinstance(data, list) else data.get("traceEvents", [])
 
 
-def run_streamdec(args, rec, utts, k: int, search, workdir: Path) -> dict:
+def run_streamdec(rec, utts, k: int, search, workdir: Path) -> dict:
     model = rec.model
     model.encoder = open_session(rec.model_files.encoder, rec.config.model,
                                  profile=str(workdir / "streamdec"))
@@ -86,8 +87,6 @@ def run_streamdec(args, rec, utts, k: int, search, workdir: Path) -> dict:
 
 
 def run_sherpa(args, rec, utts, k: int, method: str, workdir: Path) -> dict:
-    import gc
-
     prefix = workdir / "sherpa"
     cfg = workdir / "sherpa-provider.cfg"
     cfg.write_text(f"ProfilingFilePrefix={prefix}\n", encoding="utf-8")
@@ -157,7 +156,7 @@ def measure(args) -> dict:
         workdir = Path(tmp)
         decode_streamdec(rec, utts, k, search)  # warms the decoder cache
         ours, theirs = alternate(args.runs,
-                                 lambda: run_streamdec(args, rec, utts, k, search, workdir),
+                                 lambda: run_streamdec(rec, utts, k, search, workdir),
                                  lambda: run_sherpa(args, rec, utts, k, method, workdir))
     mine, peer = summarise(ours), summarise(theirs)
     ops = sorted(set(mine["ops"]) | set(peer["ops"]),
