@@ -20,8 +20,8 @@ from pathlib import Path
 from streamdec.models import ModelConfig
 from streamdec.models.files import ModelFiles, find_model_files
 
-__all__ = ["SHERPA_METHODS", "add_arena_option", "add_graph_rewrites_option", "add_model_options", "model_config", "model_files",
-           "model_report", "serve_model_args", "sherpa_recognizer"]
+__all__ = ["SHERPA_METHODS", "add_arena_option", "add_graph_rewrites_option", "add_model_options",
+           "model_config", "model_files", "model_report", "serve_model_args", "sherpa_recognizer"]
 
 #: streamdec search method -> sherpa-onnx decoding_method
 SHERPA_METHODS = {"greedy": "greedy_search", "modified_beam": "modified_beam_search"}
