@@ -5,9 +5,10 @@
 streamdec and sherpa-onnx decode the same audio K streams at a time (``batch_decode``, as
 ``throughput.py`` does), alternated over ``--runs``, each with ONNX Runtime's profiler on in
 its sessions: streamdec's encoder session is opened by ``open_session(profile=...)``
-(otherwise as ``model.*`` configures it; ``--graph-rewrites off``: from the file as it is), sherpa-onnx's by its provider ``cpu:FILE`` with
-``ProfilingFilePrefix`` in FILE (its other settings unchanged). A profile is written when a
-session ends, so every run gets its own sessions, made before the clock starts.
+(otherwise as ``model.*`` configures it; ``--graph-rewrites off``: from the file as it is),
+sherpa-onnx's by its provider ``cpu:FILE`` with ``ProfilingFilePrefix`` in FILE (its other
+settings unchanged). A profile is written when a session ends, so every run gets its own
+sessions, made before the clock starts.
 
 For each peer the report gives the encoder's runs (``model_run`` events: count and total
 milliseconds), the kernel time of its nodes by operator (``op_name``) and, matched by node

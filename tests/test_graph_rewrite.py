@@ -53,7 +53,8 @@ def _model(opset: int):
     ]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                          ["N", C, T])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", C, "T2"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             ["N", C, "T2"])],
                               inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8

@@ -13,7 +13,8 @@ node at 16 streams (``bench/results/stop49/experiments``): 0.7-1.9 ms as 1-D, 0.
 as 2-D; the 66 M zipformer2 spent 36 % of its encoder time in these nodes. The output
 differs only by the order of the float sums (a few 1e-6). The new graph holds the same
 weights (their shape gets the extra axis of 1, the bytes are the same) and an
-``Unsqueeze``/``Squeeze`` pair around each such convolution. ``ModelConfig.graph_rewrites = false`` loads the files unchanged.
+``Unsqueeze``/``Squeeze`` pair around each such convolution. ``ModelConfig.graph_rewrites =
+false`` loads the files unchanged.
 """
 
 from __future__ import annotations
