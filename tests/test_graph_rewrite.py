@@ -113,6 +113,24 @@ def test_a_weight_that_is_a_graph_input_or_read_by_a_subgraph_keeps_its_shape():
         [C, 1, 5], [C, 1, 3]]
 
 
+def test_new_names_avoid_initializers_that_only_a_subgraph_reads():
+    """The axes initializer the rewrite adds gets a name no initializer has, even one that
+    no node of the main graph reads (here: read only inside an If branch)."""
+    model = _model(17)
+    branch = helper.make_graph([helper.make_node("Identity", ["streamdec_conv2d_axes"],
+                                                 ["z"])], "b", [],
+                               [helper.make_tensor_value_info("z", TensorProto.INT64, None)])
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.array([7], dtype=np.int64), "streamdec_conv2d_axes"),
+        numpy_helper.from_array(np.array(True), "cond")])
+    model.graph.node.append(helper.make_node("If", ["cond"], ["z_out"], then_branch=branch,
+                                             else_branch=branch))
+    assert depthwise_conv1d_as_2d(model) == 2
+    names = [t.name for t in model.graph.initializer]
+    assert len(names) == len(set(names))
+    onnx.checker.check_model(model)
+
+
 def test_a_model_without_one_is_loaded_from_its_own_file(tmp_path):
     model = _model(17)
     keep = [n for n in model.graph.node if n.name not in ("dw1", "dw2")]

@@ -104,7 +104,7 @@ def depthwise_conv1d_as_2d(model) -> int:
     if not convs:
         return 0
     taken = {v for n in graph.node for v in list(n.input) + list(n.output)}
-    taken |= set(weights) | {n.name for n in graph.node}
+    taken |= {t.name for t in graph.initializer} | kept | {n.name for n in graph.node}
 
     def fresh(base: str) -> str:
         name, n = base, 0
