@@ -25,12 +25,36 @@ __all__ = ["require_finite", "require_at_least", "require_positive", "unknown_na
 
 
 def require_finite(config, where: str) -> None:
-    """ConfigError for any float field of the dataclass ``config`` that is NaN or infinite
-    (``--blank-penalty nan`` must be refused, not decode garbage)."""
+    """ConfigError for any number field of the dataclass ``config`` (annotated ``int`` or
+    ``float``, or either ``| None``) whose value is not a number of that kind (``max_batch =
+    "x"`` or ``2.5`` in a config file, a bool anywhere), or a float that is NaN or infinite
+    (``--blank-penalty nan`` must be refused, not decode garbage). An int is a float."""
+    hints = _number_hints(type(config))
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        kind = hints.get(f.name)
+        if kind is not None and value is not None and not _is_number(value, kind):
+            what = "an integer" if kind is int else "a number"
+            raise ConfigError(f"{where}.{f.name} must be {what}, got {value!r}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{where}.{f.name} must be a finite number, got {value}")
+
+
+def _is_number(value, kind: type) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(value, (int, np.integer) if kind is int else (int, float, np.number))
+
+
+@functools.lru_cache(maxsize=None)
+def _number_hints(cls) -> dict[str, type]:
+    """The fields of ``cls`` annotated int or float (or either | None): name -> int/float."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        args = set(typing.get_args(hint)) - {type(None)} if typing.get_args(hint) else {hint}
+        if len(args) == 1 and next(iter(args)) in (int, float):
+            out[name] = next(iter(args))
+    return out
 
 
 def require_at_least(config, where: str, names, bound: int) -> None:

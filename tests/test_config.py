@@ -72,6 +72,12 @@ def test_telephony_expects_8khz():
     ({"search": {"temperature": float("nan")}}, "search.temperature must be a finite number"),
     ({"features": {"low_freq": float("nan")}}, "features.low_freq must be a finite number"),
     ({"features": {"frame_shift_ms": 0.0}}, "frame_shift_ms must be positive"),
+    ({"server": {"max_batch": "x"}}, r"engine.max_batch must be an integer, got 'x'"),
+    ({"server": {"max_batch": 2.5}}, "engine.max_batch must be an integer, got 2.5"),
+    ({"server": {"workers": True}}, "engine.workers must be an integer, got True"),
+    ({"server": {"port": "6006"}}, "server.port must be an integer, got '6006'"),
+    ({"server": {"max_wait_ms": "15"}}, "engine.max_wait_ms must be a number, got '15'"),
+    ({"search": {"beam": 4.0}}, "search.beam must be an integer, got 4.0"),
     ({"endpoint": {"rule2": {"must_contain_nonsilence": True, "min_trailing_silence":
                              float("inf"), "min_utterance_length": 0.0}}},
      "endpoint rule.min_trailing_silence must be a finite number"),
