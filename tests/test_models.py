@@ -187,3 +187,51 @@ def test_metadata_that_agrees_is_accepted(model_dirs, tmp_path):
                   subsampling_factor=4)
     assert make_recognizer(d).meta.declared == (("blank_id", 0.0), ("frame_shift_ms", 10.0),
                                                  ("sample_rate", 16000.0))
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_weights_are_the_values_of_the_three_networks_initializers(int8):
+    """``ModelMeta.weights`` (which picks the engine's batch size and decode threads): what
+    onnx counts when it loads the built-in model's files, fp32 and int8."""
+    model = load_model(ModelConfig(int8=int8))
+    files = [model.files.encoder, model.files.decoder, model.files.joiner]
+    assert [p.name for p in files] == [f"{n}{'.int8' if int8 else ''}.onnx"
+                                       for n in ("encoder", "decoder", "joiner")]
+    counted = sum(int(np.prod(t.dims)) for p in files for t in onnx.load(str(p)).graph.initializer)
+    assert model.meta.weights == counted == (3_007_589 if int8 else 3_007_549)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_weights_of_each_published_layout(model_dirs, layout):
+    model = load_model(ModelConfig(model_dir=str(model_dirs[layout])))
+    files = [model.files.encoder, model.files.decoder, model.files.joiner]
+    assert model.meta.weights == sum(int(np.prod(t.dims)) for p in files
+                                     for t in onnx.load(str(p)).graph.initializer) > 0
+
+
+def test_weight_count_reads_packed_dims_scalars_and_skips_other_fields(tmp_path):
+    from onnx import TensorProto, helper
+
+    from streamdec.models.weights import onnx_weight_count
+
+    inits = [helper.make_tensor("a", TensorProto.FLOAT, [3, 4], np.zeros(12)),
+             helper.make_tensor("s", TensorProto.INT64, [], [7]),  # a scalar: 1 value
+             helper.make_tensor("e", TensorProto.FLOAT, [0, 5], [])]  # empty: 0
+    node = helper.make_node("Add", ["x", "a"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [3, 4])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [3, 4])], initializer=inits)
+    model = helper.make_model(graph, doc_string="x" * 300)  # a long field before the graph
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert onnx_weight_count(path) == 13
+    # the same tensor with its dims packed (wire type 2), as another writer may write them
+    packed = path.read_bytes().replace(b"\x08\x03\x08\x04", b"\x0a\x02\x03\x04")
+    assert packed.count(b"\x0a\x02\x03\x04") == 1
+    (tmp_path / "p.onnx").write_bytes(packed)
+    assert onnx_weight_count(tmp_path / "p.onnx") == 13
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert onnx_weight_count(tmp_path / "empty.onnx") == 0
+    (tmp_path / "cut.onnx").write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(ModelLoadError, match=r"cut\.onnx: not an ONNX model"):
+        onnx_weight_count(tmp_path / "cut.onnx")

@@ -38,6 +38,10 @@ class ModelMeta:
     # Optional facts the model files state in their metadata (``blank_id``,
     # ``frame_shift_ms``, ``sample_rate``), checked against the rest by ``probe_meta``.
     declared: tuple[tuple[str, float], ...] = ()
+    # The values of the networks' weights in all (encoder, decoder, joiner; 0: not known): a
+    # measure of the model's cost the same in fp32 and int8, which picks the engine's
+    # batch size and decode threads (``streamdec.engine.sizes_for``).
+    weights: int = 0
 
     @property
     def subsampling(self) -> int:
@@ -74,14 +78,14 @@ class TransducerModel(Protocol):
 
 def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, chunk_shift: int,
                context_size: int, feature_dim: int, blank_id: int, frame_shift_ms: float,
-               sample_rate: int, where: object, declared: dict[str, float] | None = None
-               ) -> ModelMeta:
+               sample_rate: int, where: object, declared: dict[str, float] | None = None,
+               weights: int = 0) -> ModelMeta:
     """The model's complete metadata, with one test call of each network: T' and D come
     from the encoder's output, V from the joiner's (nothing hard-coded). ``blank_id``: of
     the model's units (tokens.txt); ``frame_shift_ms``, ``sample_rate``: the feature
     config's; ``where`` names the file in errors; ``declared``: the optional
     ``DECLARED_KEYS`` the files state (ModelLoadError where they disagree with the rest,
-    or the blank id is outside the vocabulary)."""
+    or the blank id is outside the vocabulary); ``weights``: ``ModelMeta.weights``."""
     from ..errors import ModelLoadError
 
     if not 0 < chunk_shift <= chunk_frames:
@@ -113,7 +117,8 @@ def probe_meta(model: TransducerModel, *, model_type: str, chunk_frames: int, ch
     return ModelMeta(model_type=model_type, chunk_frames=chunk_frames, chunk_shift=chunk_shift,
                      encoder_frames_per_chunk=t_out, feature_dim=feature_dim,
                      joiner_dim=encoder_out.shape[2], context_size=context_size,
-                     vocab_size=vocab_size, declared=tuple(sorted(declared.items())), **given)
+                     vocab_size=vocab_size, declared=tuple(sorted(declared.items())),
+                     weights=weights, **given)
 
 
 def feature_facts(tokens, features) -> dict:

@@ -36,6 +36,7 @@ from .config import ModelConfig
 from .files import ModelFiles
 from .graph import rewritten_model
 from .states import StateLayout, StateSpec
+from .weights import onnx_weight_count
 
 log = logging.getLogger("streamdec")
 
@@ -143,6 +144,12 @@ def _rewritten_session(path: Path, opts):
             log.warning("%s: the rewritten graph did not load (%s: %s); loading the file as "
                         "it is", path, type(e).__name__, str(e).strip().splitlines()[0][:200])
             return None
+
+
+def onnx_meta_weights(files: ModelFiles) -> int:
+    """``ModelMeta.weights`` of a model: the weights of its three networks' ONNX files (the
+    torch backend's too: its TorchScript module holds the same networks)."""
+    return sum(onnx_weight_count(p) for p in (files.encoder, files.decoder, files.joiner))
 
 
 def _metadata(session) -> dict[str, str]:
@@ -293,7 +300,9 @@ class OnnxTransducer:
                                chunk_shift=contract.chunk_shift,
                                context_size=read_context_size(self.decoder, dec_path),
                                feature_dim=contract.feature_dim, where=enc_path,
-                               declared=contract.declared, **feature_facts(files.tokens, features))
+                               declared=contract.declared,
+                               weights=onnx_meta_weights(files),
+                               **feature_facts(files.tokens, features))
         declared_vocab = _metadata(self.decoder).get("vocab_size")
         if declared_vocab is not None and int(declared_vocab) != self.meta.vocab_size:
             raise ModelLoadError(f"{dec_path}: vocab_size {declared_vocab} != joiner output "

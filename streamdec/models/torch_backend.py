@@ -16,7 +16,8 @@ from ..errors import ModelLoadError
 from .base import feature_facts, probe_meta
 from .config import ModelConfig
 from .files import ModelFiles
-from .onnx_backend import open_session, read_context_size, read_encoder_contract
+from .onnx_backend import (onnx_meta_weights, open_session, read_context_size,
+                           read_encoder_contract)
 
 __all__ = ["TorchTransducer"]
 
@@ -58,7 +59,9 @@ class TorchTransducer:
                                context_size=read_context_size(open_session(dec_path, config),
                                                               dec_path),
                                feature_dim=contract.feature_dim, where=path,
-                               declared=contract.declared, **feature_facts(files.tokens, features))
+                               declared=contract.declared,
+                               weights=onnx_meta_weights(files),
+                               **feature_facts(files.tokens, features))
 
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:
