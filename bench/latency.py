@@ -42,7 +42,7 @@ from abtest import (alternate, bench_parser, load_average, machine, print_table,
                     ratio, spread, main, workload)
 from peer import SHERPA_METHODS, model_config, model_report, sherpa_recognizer  # noqa: E402
 from streamdec import Recognizer, RecognizerConfig  # noqa: E402
-from streamdec.engine import Engine, EngineConfig  # noqa: E402
+from streamdec.engine import Engine, EngineConfig, sizes_for  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 RATE = 16000
@@ -215,11 +215,11 @@ class SherpaLoop:
                     rec["text"] = ""
 
 
-async def run_sherpa(srec, meta, features, audios, args) -> list[float]:
+async def run_sherpa(srec, meta, features, audios, args, max_batch: int) -> list[float]:
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
     piece = int(args.piece_ms * RATE / 1000)
-    sl = SherpaLoop(srec, args.max_batch, args.max_wait_ms / 1000)
+    sl = SherpaLoop(srec, max_batch, args.max_wait_ms / 1000)
     scheduler = asyncio.ensure_future(sl.run())
     t0 = loop.time() + 0.1
     extra = sherpa_extra_frames(srec, meta, features)
@@ -270,6 +270,8 @@ def measure(args) -> dict:
     for threads in args.threads:
         rec = Recognizer(RecognizerConfig(model=model_config(args, threads)))
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
+        # the engine's batch size (by the model's weights unless --max-batch), both peers
+        max_batch = sizes_for(engine_config, rec.meta.weights)[0]
         for method in searches:
             args.search_config = SearchConfig(method=method, beam=args.beam)
             srec = sherpa_recognizer(rec.model_files, rec.meta.model_type,
@@ -281,8 +283,9 @@ def measure(args) -> dict:
                     lambda: percentiles(asyncio.run(run_streamdec(rec, audios, args,
                                                                   engine_config))),
                     lambda: percentiles(asyncio.run(run_sherpa(
-                        srec, rec.meta, rec.config.features, audios, args))))
+                        srec, rec.meta, rec.config.features, audios, args, max_batch))))
                 conf = {"search": method, "threads": threads, "streams": k,
+                        "max_batch": max_batch,
                         "streamdec": summarise(runs[0]), "sherpa_onnx": summarise(runs[1])}
                 conf["ratio"] = ratio(conf["streamdec"]["p95"]["median"],
                                       conf["sherpa_onnx"]["p95"]["median"], False)
@@ -303,8 +306,9 @@ def parser() -> argparse.ArgumentParser:
     ap.set_defaults(search=["greedy"])
     ap.add_argument("--piece-ms", type=float, default=100.0,
                     help="audio per feed of a stream, ms (default 100)")
-    ap.add_argument("--max-batch", type=int, default=EngineConfig.max_batch,
-                    help=f"streams per batch (default {EngineConfig.max_batch})")
+    ap.add_argument("--max-batch", type=int, default=None,
+                    help="streams per batch, both peers (default: the engine's for the model, "
+                         "streamdec.engine.sizes_for)")
     ap.add_argument("--max-wait-ms", type=float, default=EngineConfig.max_wait_ms,
                     help=f"wait for a batch to fill, ms (default {EngineConfig.max_wait_ms:g})")
     return ap

@@ -19,7 +19,8 @@ against sherpa-onnx's C++ server on the same model files, A/B alternated.
 (``bench/servers.py``): ``streamdec serve`` and ``sherpa-onnx-online-websocket-server``
 (package ``sherpa-onnx-bin``), each on a free port, on the same model (``--model-dir``,
 default the built-in one), search (``--search``), ONNX Runtime threads (``--threads``) and
-batch size (``--max-batch``); every other setting is each server's own default. Each run
+batch size (``--max-batch``; by default streamdec's engine chooses it by the model and the
+C++ server gets 32); every other setting is each server's own default. Each run
 starts a fresh server and stops it afterwards; with two peers the runs alternate (A B, B A,
 ... ``--runs`` of each) and every configuration holds ``streamdec`` and ``sherpa_onnx``
 (medians and min/max over the runs) and ``ratio``: sherpa-onnx's p95 chunk latency /
@@ -655,8 +656,9 @@ def add_peer_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--beam", type=int, default=4, help="modified_beam: max active paths")
     g.add_argument("--threads", type=int, default=1,
                    help="ONNX Runtime threads per session, both servers (default 1)")
-    g.add_argument("--max-batch", type=int, default=32,
-                   help="streams decoded in one batch, both servers (default 32)")
+    g.add_argument("--max-batch", type=int, default=None,
+                   help="streams decoded in one batch, both servers (default: streamdec's "
+                        "engine chooses by the model, the C++ server 32)")
     add_model_options(g)
     g.add_argument("--server-arg", action="append", default=[],
                    help="extra argument for streamdec serve (repeat)")

@@ -33,6 +33,9 @@ __all__ = ["Settings", "Target", "ServerLog", "PEERS", "REPORT_KEYS", "free_port
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 120.0  # seconds for a server to load its model and listen
+# the C++ server's --max-batch-size unless one is given to both (its own default is 5; every
+# report since the first gave it 32, streamdec's batch size then)
+SHERPA_MAX_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,9 @@ class Settings:
     search: str = "greedy"  # greedy or modified_beam
     beam: int = 4  # modified_beam: max active paths
     threads: int = 1  # ONNX Runtime intra-op threads per session
-    max_batch: int = 32  # streams decoded in one batch
+    # streams decoded in one batch; None: streamdec's engine chooses by the model
+    # (``streamdec.engine.sizes_for``) and the C++ server gets SHERPA_MAX_BATCH
+    max_batch: int | None = None
     streamdec_args: tuple[str, ...] = ()  # more arguments for streamdec serve
     sherpa_args: tuple[str, ...] = ()  # more arguments for the sherpa-onnx server
     source: Path = REPO  # the checkout whose streamdec is served (A/B of a code change)
@@ -211,7 +216,8 @@ def start_streamdec(settings: Settings) -> Target:
     proc, log = serve_streamdec(port, [
         *settings.model_args, "--search", settings.search,
         "--beam", str(settings.beam), "--num-threads", str(settings.threads),
-        "--max-batch", str(settings.max_batch), *settings.streamdec_args], settings.source)
+        *(() if settings.max_batch is None else ("--max-batch", str(settings.max_batch))),
+        *settings.streamdec_args], settings.source)
     cmd = proc.args
     return Target("streamdec", f"ws://127.0.0.1:{port}/", proc.pid, cmd,
                   f"http://127.0.0.1:{port}/metrics", proc, log=log)
@@ -239,7 +245,7 @@ def sherpa_server_args(settings: Settings) -> list[str]:
             f"--joiner={m.joiner}", f"--model-type={settings.model_type}",
             f"--decoding-method={SHERPA_METHODS[settings.search]}",
             f"--max-active-paths={settings.beam}", f"--num-threads={settings.threads}",
-            f"--max-batch-size={settings.max_batch}"]
+            f"--max-batch-size={settings.max_batch or SHERPA_MAX_BATCH}"]
 
 
 def start_sherpa_onnx(settings: Settings) -> Target:

@@ -56,30 +56,52 @@ from .search import SearchConfig
 from .stream import Stream
 from .validation import require_finite
 
-__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver", "run_stream"]
+__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver", "run_stream", "sizes_for"]
 
 log = logging.getLogger("streamdec")
 
 
+#: A model of this many weights or more is heavy (``sizes_for``).
+HEAVY_MODEL_WEIGHTS = 10_000_000
+#: (max_batch, workers) by default for a light model and for a heavy one. Light: the
+#: built-in model (3 M weights), whose batches cost a fraction of a millisecond a stream,
+#: so the daemon decodes hundreds of streams: batches of up to 32, 3 decode threads, so
+#: that one batch's encoder runs on a second core while another batch decodes (measured
+#: best on 2 cores: stop30 in bench/results). Heavy: the published 20 M and 66 M zipformers,
+#: whose batches take 25-53 ms for 1-4 streams (66 M int8), so a 2-core machine holds tens
+#: of streams in batches of a few: a third thread's batch only shares a core with another
+#: one's, and a warm-up at 16 needs half the memory of one at 32 (chunk p95 5-19 % lower,
+#: 415 MB before the first client instead of 828: bench/results/stop50).
+LIGHT_SIZES, HEAVY_SIZES = (32, 3), (16, 2)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    max_batch: int = 32  # streams decoded together in one batch
+    # streams decoded together in one batch, and batches decoded at once (each in its own
+    # thread); None: chosen by the model's weights (``sizes_for``)
+    max_batch: int | None = None
     max_wait_ms: float = 15.0  # how long a ready stream may wait for a batch to fill
-    # batches decoded at once, each in its own thread: more than one lets a batch's encoder
-    # run on another core while another decodes (3 measured best on 2 cores: stop30 in
-    # bench/results)
-    workers: int = 3
+    workers: int | None = None
     max_pending_seconds: float = 2.0  # undecoded audio per stream before feed() waits
 
     def __post_init__(self) -> None:
         require_finite(self, "engine")
-        if self.max_batch < 1 or self.workers < 1:
+        if any(v is not None and v < 1 for v in (self.max_batch, self.workers)):
             raise ConfigError(f"engine: max_batch and workers must be >= 1: {self}")
         if not (0 <= self.max_wait_ms < 10_000):
             raise ConfigError(f"engine: max_wait_ms must be in [0, 10000): {self.max_wait_ms}")
         if not (0 < self.max_pending_seconds < 3600):
             raise ConfigError("engine: max_pending_seconds must be in (0, 3600): "
                               f"{self.max_pending_seconds}")
+
+
+def sizes_for(config: EngineConfig, weights: int) -> tuple[int, int]:
+    """(max_batch, workers) of an engine with ``config`` on a model of ``weights`` weights
+    (``ModelMeta.weights``; 0: not known, taken as light): the config's where it sets
+    them, else ``HEAVY_SIZES`` from ``HEAVY_MODEL_WEIGHTS`` weights up, ``LIGHT_SIZES``
+    below."""
+    batch, workers = HEAVY_SIZES if weights >= HEAVY_MODEL_WEIGHTS else LIGHT_SIZES
+    return (config.max_batch or batch, config.workers or workers)
 
 
 class EngineObserver(Protocol):
@@ -253,6 +275,8 @@ class Engine:
                  observer: EngineObserver | None = None) -> None:
         self.recognizer = recognizer
         self.config = config or EngineConfig()
+        #: streams in one batch and batches at once (the config's, or by the model)
+        self.max_batch, self.workers = sizes_for(self.config, recognizer.meta.weights)
         self.observer = observer
         frame_shift = recognizer.config.features.frame_shift_ms / 1000
         self.max_pending_frames = max(int(self.config.max_pending_seconds / frame_shift),
@@ -295,8 +319,8 @@ class Engine:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         self._progress = asyncio.Event()
-        self._slots = asyncio.Semaphore(self.config.workers)
-        self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="streamdec-decode")
+        self._slots = asyncio.Semaphore(self.workers)
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="streamdec-decode")
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
 
     async def warm_up(self) -> None:
@@ -305,8 +329,7 @@ class Engine:
         batch) now, not at the first burst of load, so the process's memory does not grow
         in steps under steady load. Call after ``start``, before taking streams."""
         loop = asyncio.get_running_loop()
-        batches = [self.recognizer.silent_batch(self.config.max_batch)
-                   for _ in range(self.config.workers)]
+        batches = [self.recognizer.silent_batch(self.max_batch) for _ in range(self.workers)]
         await asyncio.gather(*(loop.run_in_executor(self._pool, self.recognizer.compute, b)
                                for b in batches))
 
@@ -452,10 +475,10 @@ class Engine:
             deadline = (self._ready[ready[0]] + self.config.max_wait_ms / 1000
                         if ready else None)
             # no wait when no other stream could join (one live stream: a microphone)
-            could_join = min(self.config.max_batch, len(self._streams) - self._busy)
+            could_join = min(self.max_batch, len(self._streams) - self._busy)
             if ready and (len(ready) >= could_join or now >= deadline):
                 batch = self.recognizer.gather([live.stream for live in ready],
-                                               limit=self.config.max_batch)
+                                               limit=self.max_batch)
                 for stream in batch.streams:
                     self._ready.pop(self._streams[stream], None)
                 return batch

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 
 import numpy as np
@@ -21,7 +22,7 @@ from conftest import make_recognizer
 from decode_utils import decode_in_pieces, finals, key
 from model_factory import test_audio
 from streamdec import DecodeError, Recognizer
-from streamdec.engine import Engine, EngineConfig, run_stream
+from streamdec.engine import Engine, EngineConfig, run_stream, sizes_for
 from streamdec.features import StreamingFeatures
 from streamdec.stream import Stream
 from test_decode_steps import FailsOnLoudAudio, noise_after
@@ -513,14 +514,59 @@ def test_a_lone_stream_does_not_wait_for_a_batch_that_cannot_fill(rec):
     assert with_another >= max_wait, f"decoded after {with_another:.3f} s, not waiting"
 
 
-def test_the_shipped_default_config_waits_15_ms_for_a_batch_and_decodes_three_at_once():
-    """docs/server.md's engine settings: 15 ms and three decode threads by default, the same in
-    EngineConfig and the shipped default.toml."""
+def test_the_shipped_default_config_waits_15_ms_and_leaves_the_sizes_to_the_model():
+    """docs/server.md's engine settings: 15 ms by default, the same in EngineConfig and the
+    shipped default.toml; neither sets the batch size or the decode threads."""
     from streamdec.appconfig import load_config
 
     shipped = load_config("default").server.engine
     assert EngineConfig().max_wait_ms == shipped.max_wait_ms == 15.0
-    assert EngineConfig().workers == shipped.workers == 3
+    assert (EngineConfig().max_batch, EngineConfig().workers) == (None, None)
+    assert (shipped.max_batch, shipped.workers) == (None, None)
+
+
+@pytest.mark.parametrize("weights, config, sizes", [
+    (0, EngineConfig(), (32, 3)),  # not known: light
+    (3_007_549, EngineConfig(), (32, 3)),  # the built-in model
+    (9_999_999, EngineConfig(), (32, 3)),
+    (10_000_000, EngineConfig(), (16, 2)),
+    (20_312_816, EngineConfig(), (16, 2)),  # the 20 M zipformer, int8
+    (20_312_816, EngineConfig(max_batch=32), (32, 2)),  # what a config sets wins
+    (20_312_816, EngineConfig(workers=3), (16, 3)),
+    (3_007_549, EngineConfig(max_batch=8, workers=1), (8, 1)),
+])
+def test_batch_size_and_decode_threads_are_chosen_by_the_models_weights(weights, config, sizes):
+    assert sizes_for(config, weights) == sizes
+
+
+def test_an_engine_takes_its_sizes_from_its_models_weights(rec):
+    """The test model (31,764 weights) is light; the same model stating 20 M weights is
+    heavy: the engine then warms up 2 batches of 16, and decodes in 2 threads."""
+    assert rec.model.meta.weights == 31_764
+    assert (Engine(rec).max_batch, Engine(rec).workers) == (32, 3)
+
+    class Heavy(Gated):
+        def __init__(self, model) -> None:
+            super().__init__(model)
+            self.meta = dataclasses.replace(model.meta, weights=20_000_000)
+            self.go.set()
+            self.sizes: list[int] = []
+
+        def encode(self, features, states):
+            self.sizes.append(len(features))
+            return self._model.encode(features, states)
+
+    heavy = Heavy(rec.model)
+    engine = Engine(Recognizer(rec.config, model=heavy, symbols=rec.symbols))
+    assert (engine.max_batch, engine.workers) == (16, 2)
+
+    async def main():
+        async with engine:
+            await engine.warm_up()
+            assert engine._pool._max_workers == 2
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert heavy.sizes == [16, 16]
 
 
 def test_by_default_a_second_batch_decodes_while_the_first_is_in_the_model(rec):

@@ -43,7 +43,7 @@ class RayConfig:
     # 1012 and a reason, and reconnect)
     scale_down_drain_seconds: float = 600.0
     # CPUs each replica reserves on its Ray node (its engine decodes on the [server] table's
-    # ``workers`` threads, 1 by default)
+    # ``workers`` threads: unset, 3 or 2 by the model, ``streamdec.engine.sizes_for``)
     replica_cpus: float = 1.0
 
     def __post_init__(self) -> None:

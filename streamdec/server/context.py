@@ -114,9 +114,8 @@ class ServerContext:
         and log it as ``warmed_up`` with the seconds it took."""
         began = time.perf_counter()
         await self.engine.warm_up()
-        config = self.engine.config
-        log.info(json.dumps({"event": "warmed_up", "batches": config.workers,
-                             "max_batch": config.max_batch,
+        log.info(json.dumps({"event": "warmed_up", "batches": self.engine.workers,
+                             "max_batch": self.engine.max_batch,
                              "seconds": round(time.perf_counter() - began, 3)}))
 
     async def link_calls(self) -> None:
