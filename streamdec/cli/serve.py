@@ -16,8 +16,15 @@ import logging
 import os
 import sys
 
+from ..engine import HEAVY_MODEL_WEIGHTS, HEAVY_SIZES, LIGHT_SIZES
 from ..errors import ConfigError
 from .options import add_recognizer_options, announce_model, app_config_from_args
+
+
+def _by_model(i: int) -> str:
+    """The engine's default of ``sizes_for``'s item ``i`` (0 max_batch, 1 workers), in words."""
+    return f"{LIGHT_SIZES[i]}, {HEAVY_SIZES[i]} from {HEAVY_MODEL_WEIGHTS / 1e6:g} M weights up"
+
 
 _FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
     ("--host", "host", str, "address to listen on (default 127.0.0.1; 0.0.0.0: all)"),
@@ -44,9 +51,11 @@ _FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
                                                                "admits handshakes it signed"),
     ("--tls-cert", "tls_cert", str, "PEM certificate: serve wss:// and https://"),
     ("--tls-key", "tls_key", str, "PEM private key of --tls-cert"),
-    ("--max-batch", "max_batch", int, "streams decoded in one batch"),
+    ("--max-batch", "max_batch", int, "streams decoded in one batch (default by the model: "
+                                      f"{_by_model(0)})"),
     ("--max-wait-ms", "max_wait_ms", float, "how long a ready stream waits for a batch"),
-    ("--decode-threads", "workers", int, "batches decoded at once (threads, per process)"),
+    ("--decode-threads", "workers", int, "batches decoded at once (threads, per process; "
+                                         f"default by the model: {_by_model(1)})"),
     ("--workers", "processes", int, "server processes sharing the port (SO_REUSEPORT; each "
                                     "loads the model; default 1)"),
     ("--max-pending-seconds", "max_pending_seconds", float,
