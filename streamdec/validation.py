@@ -95,9 +95,9 @@ def require_sample_rate(rate, where: str = "", error: type[Exception] = ConfigEr
 
 def build_table(cls, table: Any, where: str, keys=None, make=None):
     """``cls`` from a TOML table whose keys are ``keys`` (default: its fields), made by
-    ``make`` (default: ``cls``): ConfigError for what is not a table, an unknown key, a
-    value that is not text for a text field, or a missing or invalid value (config files,
-    the model catalog)."""
+    ``make`` (default: ``cls``): ConfigError, naming ``where``, for what is not a table, an
+    unknown key, a value that is not text for a text field, or a missing or invalid value
+    (config files, the model catalog)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table, got {table!r}")
     keys = keys or sorted(f.name for f in dataclasses.fields(cls))
@@ -109,7 +109,7 @@ def build_table(cls, table: Any, where: str, keys=None, make=None):
             raise ConfigError(f"{where}: {key} must be text, got {table[key]!r}")
     try:
         return (make or cls)(**table)
-    except TypeError as e:
+    except (TypeError, ConfigError) as e:  # ConfigError: the dataclass's own checks
         raise ConfigError(f"{where}: {e}") from None
 
 

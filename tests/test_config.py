@@ -87,6 +87,17 @@ def test_invalid_values_rejected_once_up_front(data, message):
         parse_config(data)
 
 
+def test_an_invalid_value_in_a_file_names_the_file_and_its_table(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nport = 7000\nmax_batch = 2.5\n")
+    with pytest.raises(ConfigError, match=rf"^{bad} \[server\]: engine.max_batch must be an "
+                                          r"integer, got 2.5$"):
+        load_config(bad)
+    bad.write_text("[search]\nbeam = 0\n")
+    with pytest.raises(ConfigError, match=rf"^{bad} \[search\]: search.beam must be >= 1"):
+        load_config(bad)
+
+
 def test_missing_and_invalid_files(tmp_path):
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.toml")
