@@ -1,7 +1,7 @@
 """Export a checkpoint to the streaming transducer files streamdec and sherpa-onnx load.
 
 Writes to OUT_DIR:
-  encoder.onnx  x (N, 35, 80), state0 (L, N, D), state1 (L, N, D)
+  encoder.onnx  x (N, 35, 80), state0 (L, N, H), state1 (L, N, H)
                 -> encoder_out (N, 8, J), next state0, next state1   (model_type=lstm)
   decoder.onnx  y (N, 2) int64 -> decoder_out (N, J)
   joiner.onnx   encoder_out (N, J), decoder_out (N, J) -> logit (N, V)
@@ -117,11 +117,17 @@ def weights_from_scripted(path: Path) -> Dict[str, Tensor]:
 
 
 def metadata(cfg: ModelConfig) -> Dict[str, Dict[str, str]]:
+    """The files' metadata. ``d_model`` and ``rnn_hidden_size`` are the sizes of state0 (h)
+    and state1 (c), as sherpa-onnx reads them: both H. A widened model (H > D) also says
+    its residual width D, as ``residual_dim``, which train.py reads back from a model.pt."""
+    encoder = {"model_type": "lstm", "T": str(T_CHUNK), "decode_chunk_len": str(CHUNK),
+               "num_encoder_layers": str(cfg.num_layers), "d_model": str(cfg.hidden),
+               "rnn_hidden_size": str(cfg.hidden), "subsampling_factor": "4",
+               "comment": "streamdec synthetic-en char LSTM transducer"}
+    if cfg.hidden != cfg.d_model:
+        encoder["residual_dim"] = str(cfg.d_model)
     return {
-        "encoder": {"model_type": "lstm", "T": str(T_CHUNK), "decode_chunk_len": str(CHUNK),
-                    "num_encoder_layers": str(cfg.num_layers), "d_model": str(cfg.d_model),
-                    "rnn_hidden_size": str(cfg.d_model), "subsampling_factor": "4",
-                    "comment": "streamdec synthetic-en char LSTM transducer"},
+        "encoder": encoder,
         "decoder": {"vocab_size": str(cfg.vocab_size), "context_size": str(cfg.context_size)},
         "joiner": {"joiner_dim": str(cfg.joiner_dim)},
     }

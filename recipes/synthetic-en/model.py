@@ -1,7 +1,9 @@
 """Streaming LSTM transducer: causal encoder, stateless decoder, joiner.
 
 Shape legend: N batch, T input frames (10 ms), T' = encoder frames (40 ms),
-F = 80 fbank bins, D = d_model (= rnn_hidden_size), L = LSTM layers, U = target length,
+F = 80 fbank bins, D = d_model (the residual width), H = rnn_hidden_size (the LSTMs' cells and
+outputs; = D unless widened, then each LSTM's output is projected H -> D), L = LSTM layers,
+U = target length,
 E = decoder embedding dim, J = joiner dim, V = vocab size (blank = 0).
 
 The encoder is causal: two k=3, s=2 convolutions without time padding (encoder frame
@@ -26,7 +28,8 @@ class ModelConfig:
     vocab_size: int  # characters + blank
     num_phones: int = 0  # auxiliary phoneme CTC head (0: none); blank 0 included
     num_features: int = 80
-    d_model: int = 288  # LSTM hidden and state size
+    d_model: int = 288  # residual width: subsampling output, LSTM input, heads' input
+    rnn_hidden_size: int = 0  # LSTM cells and outputs (0: d_model, no projection)
     num_layers: int = 4
     phone_layer: int = 2  # phoneme CTC reads the output of this many layers
     conv_channels: int = 32
@@ -35,6 +38,10 @@ class ModelConfig:
     context_size: int = 2
     dropout: float = 0.1
     simple_heads: bool = False  # the pruned loss's am / lm heads to the vocabulary (training only)
+
+    @property
+    def hidden(self) -> int:
+        return self.rnn_hidden_size or self.d_model
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,39 +71,42 @@ class Subsampling(nn.Module):
 
 
 class ResidualLSTM(nn.Module):
-    """x + LSTM(x), then LayerNorm. forward(x (N, T', D), h (1, N, D), c (1, N, D)) -> x, h, c."""
+    """x + proj(LSTM(x)), then LayerNorm; proj is H -> D where H > D, else nothing.
+    forward(x (N, T', D), h (1, N, H), c (1, N, H)) -> x, h, c."""
 
-    def __init__(self, d_model: int, dropout: float) -> None:
+    def __init__(self, d_model: int, dropout: float, hidden: int = 0) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(d_model, d_model, batch_first=True)
+        hidden = hidden or d_model
+        self.lstm = nn.LSTM(d_model, hidden, batch_first=True)
+        self.proj = nn.Linear(hidden, d_model) if hidden != d_model else nn.Identity()
         self.norm = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         y, (h, c) = self.lstm(x, (h, c))
-        return self.norm(x + self.dropout(y)), h, c
+        return self.norm(x + self.dropout(self.proj(y))), h, c
 
 
 class Encoder(nn.Module):
     """Fixed input normalisation, subsampling, L residual LSTM layers.
 
-    forward(x (N, T, F), state0 (L, N, D), state1 (L, N, D))
+    forward(x (N, T, F), state0 (L, N, H), state1 (L, N, H))
       -> out (N, T', D), phone_hidden (N, T', D), next state0, next state1
-    state0 holds the LSTM outputs h, state1 the cells c (d_model = rnn_hidden_size = D).
+    state0 holds the LSTM outputs h, state1 the cells c.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.num_layers = cfg.num_layers
-        self.d_model = cfg.d_model
+        self.hidden = cfg.hidden
         self.phone_layer = cfg.phone_layer
         self.register_buffer("feat_mean", torch.zeros(cfg.num_features))
         self.register_buffer("feat_inv_std", torch.ones(cfg.num_features))
         self.subsampling = Subsampling(cfg)
-        self.layers = nn.ModuleList(ResidualLSTM(cfg.d_model, cfg.dropout) for _ in range(cfg.num_layers))
+        self.layers = nn.ModuleList(ResidualLSTM(cfg.d_model, cfg.dropout, cfg.hidden) for _ in range(cfg.num_layers))
 
     def init_states(self, batch: int) -> tuple[Tensor, Tensor]:
-        z = torch.zeros(self.num_layers, batch, self.d_model)
+        z = torch.zeros(self.num_layers, batch, self.hidden)
         return z, z.clone()
 
     def forward(self, x: Tensor, state0: Tensor, state1: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:

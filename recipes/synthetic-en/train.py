@@ -76,7 +76,9 @@ def read_init(path: Path) -> tuple[dict, dict, list | None]:
     if isinstance(ckpt, dict):
         return ckpt["model"], ckpt["config"], ckpt["phones"]
     meta = ckpt.metadata()
-    arch = dict(d_model=int(meta["d_model"]), num_layers=int(meta["num_encoder_layers"]),
+    d_model, hidden = int(meta.get("residual_dim", meta["d_model"])), int(meta["rnn_hidden_size"])
+    arch = dict(d_model=d_model, rnn_hidden_size=hidden if hidden != d_model else 0,
+                num_layers=int(meta["num_encoder_layers"]),
                 context_size=int(meta["context_size"]), joiner_dim=int(meta["joiner_dim"]))
     return weights_from_scripted(path), arch, None
 
