@@ -15,7 +15,8 @@ import soundfile as sf
 
 torch = pytest.importorskip("torch")
 
-from streamdec import EndpointConfig, ModelConfig as RuntimeModel, Recognizer, RecognizerConfig  # noqa: E402
+from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
+from streamdec import ModelConfig as RuntimeModel  # noqa: E402
 from streamdec.models import BUILTIN_MODEL_DIR  # noqa: E402
 from decode_utils import decode_in_pieces, finals, sherpa_decode  # noqa: E402
 
@@ -76,7 +77,8 @@ def widened_shipped(tmp_path_factory):
     assert cfg.hidden == 288
     wide = ModelConfig(**{**cfg.to_dict(), "rnn_hidden_size": 320})
     model = Transducer(wide)
-    missing = model.load_state_dict(widen.widen_weights(weights, cfg, 320), strict=False).missing_keys
+    grown = widen.widen_weights(weights, cfg, 320)
+    missing = model.load_state_dict(grown, strict=False).missing_keys
     assert all("head" in k for k in missing)
     out = tmp_path_factory.mktemp("wide") / "model"
     export(model.eval(), out, int8=False)
@@ -86,7 +88,8 @@ def widened_shipped(tmp_path_factory):
 def test_a_widened_export_keeps_the_lstm_layout_and_its_size_reads_back(widened_shipped):
     import onnxruntime as ort
 
-    enc = ort.InferenceSession(str(widened_shipped / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    enc = ort.InferenceSession(str(widened_shipped / "encoder.onnx"),
+                               providers=["CPUExecutionProvider"])
     meta = enc.get_modelmeta().custom_metadata_map
     assert (meta["d_model"], meta["rnn_hidden_size"], meta["residual_dim"]) == ("320", "320", "288")
     shapes = {i.name: i.shape for i in enc.get_inputs()}
@@ -106,6 +109,7 @@ def test_the_widened_shipped_model_transcribes_as_the_shipped_model(widened_ship
                                        endpoint=off))
     ours, theirs = (finals(decode_in_pieces(r, audio, 3200)) for r in (shipped, wide))
     assert len(ours) == 1 and ours[0].text
-    assert [(r.token_ids, r.timestamps) for r in theirs] == [(r.token_ids, r.timestamps) for r in ours]
+    same = [(r.token_ids, r.timestamps) for r in theirs]
+    assert same == [(r.token_ids, r.timestamps) for r in ours]
     sherpa = sherpa_decode(widened_shipped, "lstm", audio, wide.meta.chunk_frames)
     assert sherpa.text.strip() == ours[0].text

@@ -103,7 +103,8 @@ class Encoder(nn.Module):
         self.register_buffer("feat_mean", torch.zeros(cfg.num_features))
         self.register_buffer("feat_inv_std", torch.ones(cfg.num_features))
         self.subsampling = Subsampling(cfg)
-        self.layers = nn.ModuleList(ResidualLSTM(cfg.d_model, cfg.dropout, cfg.hidden) for _ in range(cfg.num_layers))
+        self.layers = nn.ModuleList(ResidualLSTM(cfg.d_model, cfg.dropout, cfg.hidden)
+                                    for _ in range(cfg.num_layers))
 
     def init_states(self, batch: int) -> tuple[Tensor, Tensor]:
         z = torch.zeros(self.num_layers, batch, self.hidden)

@@ -50,7 +50,8 @@ def widen_weights(weights: dict[str, Tensor], cfg: ModelConfig, hidden: int, std
     out = dict(weights)
     for i in range(cfg.num_layers):
         p = f"encoder.layers.{i}."
-        out[p + "lstm.weight_ih_l0"] = _grow_rows(weights[p + "lstm.weight_ih_l0"], old, hidden, std, gen)
+        ih = weights[p + "lstm.weight_ih_l0"]
+        out[p + "lstm.weight_ih_l0"] = _grow_rows(ih, old, hidden, std, gen)
         hh = _grow_rows(weights[p + "lstm.weight_hh_l0"], old, hidden, std, gen)  # (4H', H)
         grown = torch.randn(GATES * hidden, hidden, generator=gen) * std
         grown[:, :old] = hh
@@ -68,7 +69,8 @@ def widen_weights(weights: dict[str, Tensor], cfg: ModelConfig, hidden: int, std
 def main() -> None:
     from train import read_init  # training's reader of checkpoints and model.pt files
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--hidden", type=int, required=True, help="LSTM cells per layer after widening")
