@@ -74,9 +74,8 @@ class ResidualLSTM(nn.Module):
     """x + proj(LSTM(x)), then LayerNorm; proj is H -> D where H > D, else nothing.
     forward(x (N, T', D), h (1, N, H), c (1, N, H)) -> x, h, c."""
 
-    def __init__(self, d_model: int, dropout: float, hidden: int = 0) -> None:
+    def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
         super().__init__()
-        hidden = hidden or d_model
         self.lstm = nn.LSTM(d_model, hidden, batch_first=True)
         self.proj = nn.Linear(hidden, d_model) if hidden != d_model else nn.Identity()
         self.norm = nn.LayerNorm(d_model)
@@ -103,7 +102,7 @@ class Encoder(nn.Module):
         self.register_buffer("feat_mean", torch.zeros(cfg.num_features))
         self.register_buffer("feat_inv_std", torch.ones(cfg.num_features))
         self.subsampling = Subsampling(cfg)
-        self.layers = nn.ModuleList(ResidualLSTM(cfg.d_model, cfg.dropout, cfg.hidden)
+        self.layers = nn.ModuleList(ResidualLSTM(cfg.d_model, cfg.hidden, cfg.dropout)
                                     for _ in range(cfg.num_layers))
 
     def init_states(self, batch: int) -> tuple[Tensor, Tensor]:
