@@ -23,7 +23,7 @@ from streamdec.tokens import SymbolTable
 from test_words_search import write_lang
 
 BUILTIN = Path(streamdec.__file__).parent / "assets" / "synthetic-en"
-OPTIONS = [WordOptions(lm_scale=0.7, word_bonus=1.25, allow_oov=True, unk_penalty=5.0,
+OPTIONS = [WordOptions(lm_scale=0.5, word_bonus=0.0, allow_oov=True, unk_penalty=5.0,
                        unk_unit_penalty=2.0),
            WordOptions(lm_scale=0.5, lookahead=False)]
 
