@@ -214,8 +214,8 @@ PLOTS = [
     Plot("capacity-ray", capacity_ray, ["capacity/single.json", "capacity/single2.json",
                                         "capacity/ray1.json", "capacity/ray1b.json",
                                         "capacity/ray2.json", "capacity/ray2b.json"]),
-    Plot("wer-by-search", wer_by_search, ["stop48/search-stage3f.json",
-                                          "stop48/realvoice-stage3f.json"]),
+    Plot("wer-by-search", wer_by_search, ["stop53/search-shipped.json",
+                                          "stop53/realvoice-shipped.json"]),
     Plot("cpu-split", cpu_split, ["stop40/threads-spread-chunk.json", "stop40/fbank.json"]),
     Plot("throughput", throughput, ["throughput-k1-k100.json", "throughput-k16-k64.json"]),
 ]
