@@ -256,16 +256,21 @@ def capture_stability(utts: list[Utterance], file_hyps: dict[str, str], folder: 
             "per_file": per_file}
 
 
-def measure(args) -> dict:
-    held = folder_set(args.heldout) if args.heldout else None  # a bad folder fails first
-    app = load_config("accurate")
-    config = app.recognizer
-    if args.model:
-        config = replace(config, model=replace(config.model, model_dir=args.model))
+def recognizer(model: Path | None) -> tuple[Recognizer, dict[str, SearchConfig]]:
+    """The built-in model (or ``model``) on one ONNX Runtime thread, with --config
+    accurate's settings but greedy by default, and the search of each of METHODS."""
+    config = load_config("accurate").recognizer
+    if model:
+        config = replace(config, model=replace(config.model, model_dir=model))
     config = replace(config, model=replace(config.model, num_threads=1))
     searches = {"greedy": SearchConfig(), "modified_beam": SearchConfig(method="modified_beam"),
                 "accurate": config.search}
-    rec = Recognizer(replace(config, search=SearchConfig()))
+    return Recognizer(replace(config, search=SearchConfig())), searches
+
+
+def measure(args) -> dict:
+    held = folder_set(args.heldout) if args.heldout else None  # a bad folder fails first
+    rec, searches = recognizer(args.model)
     methods = args.methods.split(",")
     utts = real_dev_set(args.files.split(",") if args.files else None)
     audio = sum(u.seconds for u in utts)

@@ -27,6 +27,7 @@ import websockets
 
 from server_utils import UNIT, ServerProcess, messages_until_closed, pieces, run, vosk_client
 from streamdec import Recognizer
+from streamdec.drive import accept, decode_audio, decode_ready, finish
 from streamdec.endpoint import EndpointConfig, EndpointRule
 from test_builtin_transcribe import speak
 
@@ -59,12 +60,8 @@ def audio(sentences):
 def core_finals(audio, endpoint):
     """The finals with text that the core gives with these rules (all audio at once)."""
     rec = Recognizer()
-    s = rec.create_stream(endpoint=endpoint)
-    s.accept_waveform(16000, audio)
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode([s])
-    return [e.text for e in s.pop_events() if e.is_final and e.text]
+    events = decode_audio(rec, rec.create_stream(endpoint=endpoint), 16000, [audio])
+    return [e.text for e in events if e.is_final and e.text]
 
 
 def core_forced(before, after, endpoint):
@@ -73,17 +70,11 @@ def core_forced(before, after, endpoint):
     ``after`` follows as the input's rest."""
     rec = Recognizer()
     s = rec.create_stream(endpoint=endpoint)
-    s.accept_waveform(16000, before)
-    while rec.is_ready(s):
-        rec.decode([s])
-    if not rec.request_final(s):
-        while rec.is_ready(s):
-            rec.decode([s])
-    s.accept_waveform(16000, after)
-    s.input_finished()
-    while rec.is_ready(s):
-        rec.decode([s])
-    return [e.text for e in s.pop_events() if e.is_final]
+    events = accept(rec, s, 16000, before)
+    if not rec.request_final(s):  # else its final is queued already
+        decode_ready(rec, [s])
+    events += accept(rec, s, 16000, after) + finish(rec, s)
+    return [e.text for e in events if e.is_final]
 
 
 async def sherpa_session(url, steps, piece=4000):

@@ -1,8 +1,9 @@
 """Stop 53: the word search's weights chosen by the held-out real speakers (never the dev set).
 
 For each setting of word_lm_scale / word_bonus / unk_penalty (the rest of --config accurate
-unchanged), the WER of the built-in model (or MODEL_DIR) on the held-out real speakers and on
-the espeak dev set (the 2-point check against stage 3c), batched as bench/realvoice.py does.
+unchanged, set up by bench/realvoice.py), the WER of the built-in model (or MODEL_DIR) on the
+held-out real speakers and on the espeak dev set (the 2-point check against stage 3c),
+batched as bench/realvoice.py does.
 
     python bench/results/stop53/experiments/tune_words.py HELDOUT_DIR [--model DIR] > out.tsv
 """
@@ -16,10 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # bench/
 from devset import dev_set, folder_set, transcribe  # noqa: E402
-from realvoice import whole_rates  # noqa: E402
-from streamdec import Recognizer  # noqa: E402
-from streamdec.appconfig import load_config  # noqa: E402
-from streamdec.search import SearchConfig  # noqa: E402
+from realvoice import recognizer, whole_rates  # noqa: E402
 
 
 def main() -> None:
@@ -31,11 +29,7 @@ def main() -> None:
     ap.add_argument("--unk", default="5")
     ap.add_argument("--espeak", action="store_true", help="also the espeak dev set")
     args = ap.parse_args()
-    config = load_config("accurate").recognizer
-    if args.model:
-        config = replace(config, model=replace(config.model, model_dir=args.model))
-    config = replace(config, model=replace(config.model, num_threads=1))
-    rec = Recognizer(replace(config, search=SearchConfig()))
+    rec, searches = recognizer(args.model)
     sets = {"heldout": folder_set(args.heldout)}
     if args.espeak:
         sets["espeak"] = dev_set("espeak", 0)
@@ -43,7 +37,8 @@ def main() -> None:
     grid = itertools.product(*(map(float, a.split(",")) for a in (args.scales, args.bonuses,
                                                                   args.unk)))
     for scale, bonus, unk in grid:
-        search = replace(config.search, word_lm_scale=scale, word_bonus=bonus, unk_penalty=unk)
+        search = replace(searches["accurate"], word_lm_scale=scale, word_bonus=bonus,
+                         unk_penalty=unk)
         cells = []
         for utts in sets.values():
             r = whole_rates(utts, transcribe(rec, utts, search, batch=16))
