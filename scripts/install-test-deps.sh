@@ -15,7 +15,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # chromium (driven by Playwright from the test extra: never a browser it downloads) and
 # fonts-dejavu-core (the page's text in its screenshots): the captioning page's tests.
 # pocketsphinx-testdata, alsa-utils (/usr/share/sounds/alsa): real speech, the real-voice
-# benchmark's dev set (bench/realvoice.py; its smoke test reads two files).
+# benchmark's dev set (bench/accuracy/realvoice.py; its smoke test reads two files).
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
       libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core
       pocketsphinx-testdata alsa-utils"

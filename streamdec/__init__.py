@@ -11,15 +11,15 @@
         print(result.is_final, result.text)
 """
 
-from .endpoint import EndpointConfig, EndpointRule
+from .audio.features import FeatureConfig
+from .core.endpoint import EndpointConfig, EndpointRule
+from .core.recognizer import Recognizer, RecognizerConfig
+from .core.results import Result
+from .core.stream import Stream
 from .errors import (AudioInputError, ConfigError, DecodeError, ModelLoadError,
                      StreamdecError, StreamStateError, TokenizeError)
-from .features import FeatureConfig
 from .models import ModelConfig, load_model
-from .recognizer import Recognizer, RecognizerConfig
-from .results import Result
 from .search import SearchConfig
-from .stream import Stream
 
 __version__ = "0.1.0"
 __all__ = ["Recognizer", "RecognizerConfig", "Stream", "Result", "ModelConfig", "FeatureConfig",

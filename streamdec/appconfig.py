@@ -4,7 +4,7 @@ app import it; the core receives the frozen ``RecognizerConfig`` it holds.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[vad]`` (voice activity
-detection, ``streamdec.vad``), ``[audio]``, ``[server]`` (the
+detection, ``streamdec.audio.vad``), ``[audio]``, ``[server]`` (the
 daemon, ``streamdec.server.config``, with the engine's keys) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
@@ -20,16 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .endpoint import EndpointConfig, EndpointRule
+from .audio.features import FeatureConfig
+from .audio.vad import VadConfig
+from .core.endpoint import EndpointConfig, EndpointRule
+from .core.recognizer import RecognizerConfig
 from .errors import ConfigError
-from .features import FeatureConfig
 from .models.config import ModelConfig
 from .rayserve.config import RayConfig
-from .recognizer import RecognizerConfig
 from .search.config import SearchConfig
 from .server.config import SETTINGS as SERVER_KEYS
 from .server.config import ServerConfig
-from .vad import VadConfig
 from .validation import build_table, read_toml, require_positive, require_sample_rate
 
 __all__ = ["AudioConfig", "AppConfig", "load_config", "CONFIG_DIR"]

@@ -47,13 +47,13 @@ from typing import AsyncIterable, AsyncIterator, Callable, Iterable, Protocol, S
 
 import numpy as np
 
-from .endpoint import EndpointConfig
+from .audio.features import compute_ready_together
+from .core.endpoint import EndpointConfig
+from .core.recognizer import DecodeBatch, Recognizer, StreamUpdate
+from .core.results import Result
+from .core.stream import Stream
 from .errors import ConfigError, DecodeError, StreamdecError
-from .features import compute_ready_together
-from .recognizer import DecodeBatch, Recognizer, StreamUpdate
-from .results import Result
 from .search import SearchConfig
-from .stream import Stream
 from .validation import require_finite
 
 __all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver", "run_stream", "sizes_for"]
@@ -366,7 +366,7 @@ class Engine:
     async def prepare(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
                       phrases: Sequence[str] | None = None) -> None:
         """Build what ``open`` with these arguments needs (grammars, hotword graphs, word
-        graphs, LMs: see ``streamdec.resources``) in a thread of the loop's default
+        graphs, LMs: see ``streamdec.core.resources``) in a thread of the loop's default
         executor, so a heavy build does not stall the loop; raises what ``open`` would."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.recognizer.resources.prepare,

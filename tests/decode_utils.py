@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from streamdec import Recognizer, Result
-from streamdec.drive import decode_audio, decode_ready
+from streamdec.core.drive import decode_audio, decode_ready
 
 
 def decode_in_pieces(rec: Recognizer, audio: np.ndarray, piece: int, rate: int = 16000,

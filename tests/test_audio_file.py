@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 
 from model_factory import test_audio
-from streamdec.audio_file import AudioFile, AudioFileError, RawFormat
+from streamdec.files.audio_file import AudioFile, AudioFileError, RawFormat
 from streamdec import ConfigError
 
 

@@ -1,4 +1,4 @@
-"""bench/beam_parity.py: its replay of sherpa-onnx's modified beam search rule gives
+"""bench/decode/beam_parity.py: its replay of sherpa-onnx's modified beam search rule gives
 sherpa-onnx's own transcript on the published layouts of four model families, and a tie
 (equal float32 scores) is recorded and can be taken in the other order."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
-from beam_parity import SherpaRule, log_softmax32  # noqa: E402
+from bench.decode.beam_parity import SherpaRule, log_softmax32  # noqa: E402
 
 LAYOUTS = REPO / "tests" / "fixtures" / "published-layouts"
 FAMILIES = ["A-streaming-zipformer2-chunk-16-left-128", "B-streaming-zipformer-v1",
@@ -27,7 +27,7 @@ def test_the_replay_of_sherpa_onnx_rule_gives_its_transcript(layout, tmp_path):
     manifest = tmp_path / "manifest.tsv"
     manifest.write_text(f"{REPO / 'examples' / 'hello.wav'}\tHELLO WORLD\n")
     out = tmp_path / "parity.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "beam_parity.py"), "--out", str(out),
+    subprocess.run([sys.executable, str(REPO / "bench" / "decode" / "beam_parity.py"), "--out", str(out),
                     "--model-dir", str(LAYOUTS / layout), "--manifest", str(manifest),
                     "--utterances", "1"], check=True, capture_output=True, timeout=300)
     report = json.loads(out.read_text())

@@ -1,4 +1,4 @@
-"""The comparison benchmarks take the model by one shared option (bench/peer.py:
+"""The comparison benchmarks take the model by one shared option (bench/common/peer.py:
 ``--model-dir``, ``--int8``, ``--model-variant``), chosen by streamdec's own file rules, and
 give sherpa-onnx (in process and its C++ server) exactly the files streamdec chose. Tested on
 a published-layout directory that holds two variants in fp32 and int8, as the 2023-06-26
@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
 import beam_parity  # noqa: E402
 import latency  # noqa: E402
 import load  # noqa: E402
 import overhead  # noqa: E402
 import throughput  # noqa: E402
-from peer import model_config, model_files, model_report, serve_model_args  # noqa: E402
-from servers import Settings, sherpa_server_args  # noqa: E402
+from bench.common.peer import (model_config, model_files, model_report,  # noqa: E402
+                               serve_model_args)
+from bench.daemon.servers import Settings, sherpa_server_args  # noqa: E402
 
 from streamdec.cli.options import add_recognizer_options, app_config_from_args  # noqa: E402
 from streamdec.models.config import BUILTIN_MODEL_DIR  # noqa: E402
@@ -106,7 +107,7 @@ def test_throughput_runs_both_peers_on_the_chosen_variant(tmp_path):
     default left-128) and greedy search gives sherpa-onnx's tokens and frames (fp32: int8
     results may move between ONNX Runtime builds, README of the fixtures)."""
     out = tmp_path / "t.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "throughput.py"), "--out", str(out),
+    subprocess.run([sys.executable, str(REPO / "bench" / "decode" / "throughput.py"), "--out", str(out),
                     "--model-dir", str(LAYOUT), "--model-variant", "chunk-16-left-64",
                     "--seconds", "3", "--runs", "1", "--streams", "2", "--search", "greedy",
                     "--profile", "0"], check=True, capture_output=True, timeout=300)

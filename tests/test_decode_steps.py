@@ -11,7 +11,7 @@ from conftest import make_recognizer
 from decode_utils import decode_in_pieces, decode_together, finals, key
 from model_factory import test_audio
 from streamdec import DecodeError, Recognizer
-from streamdec.recognizer import DecodeBatch
+from streamdec.core.recognizer import DecodeBatch
 
 AUDIO = test_audio(5.0, seed=61)
 

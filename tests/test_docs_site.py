@@ -18,11 +18,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import cli_reference  # noqa: E402
-import plots  # noqa: E402
+from bench import plots  # noqa: E402
 
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 
@@ -43,8 +43,8 @@ def test_the_site_builds_strictly_with_every_page_the_api_and_the_plots(tmp_path
             html = site / page.relative_to(DOCS).parent / "index.html"
         assert html.exists(), html
     api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
-    for name in ("streamdec.recognizer.Recognizer.create_stream",
-                 "streamdec.stream.Stream.accept_waveform", "streamdec.errors.AudioInputError",
+    for name in ("streamdec.core.recognizer.Recognizer.create_stream",
+                 "streamdec.core.stream.Stream.accept_waveform", "streamdec.errors.AudioInputError",
                  "streamdec.engine.Engine", "streamdec.server.app.create_app"):
         assert f'id="{name}"' in api, name
     model = (site / "builtin-model" / "index.html").read_text(encoding="utf-8")

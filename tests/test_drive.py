@@ -1,4 +1,4 @@
-"""The synchronous drive loops (``streamdec.drive``): one stream step by step, and the
+"""The synchronous drive loops (``streamdec.core.drive``): one stream step by step, and the
 continuous-batching loop."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from conftest import make_recognizer
 from decode_utils import finals, key
 from model_factory import test_audio
-from streamdec.drive import accept, decode_audio, decode_continuously, finish
+from streamdec.core.drive import accept, decode_audio, decode_continuously, finish
 
 AUDIOS = [test_audio(0.8 + 0.5 * n, seed=700 + n) for n in range(5)]
 

@@ -1,7 +1,7 @@
 import pytest
 
 from streamdec import ConfigError, EndpointConfig, EndpointRule
-from streamdec.endpoint import is_endpoint
+from streamdec.core.endpoint import is_endpoint
 
 F = 0.04  # seconds per encoder frame
 

@@ -23,8 +23,8 @@ from decode_utils import decode_in_pieces, finals, key
 from model_factory import test_audio
 from streamdec import DecodeError, Recognizer
 from streamdec.engine import Engine, EngineConfig, run_stream, sizes_for
-from streamdec.features import StreamingFeatures
-from streamdec.stream import Stream
+from streamdec.audio.features import StreamingFeatures
+from streamdec.core.stream import Stream
 from test_decode_steps import FailsOnLoudAudio, noise_after
 
 AUDIOS = [test_audio(1.5 + 0.4 * n, seed=300 + n) for n in range(12)]

@@ -43,7 +43,7 @@ def test_no_exception_class_outside_errors_py():
 
 
 def test_the_old_homes_still_export_them():
-    from streamdec.audio_file import AudioFileError
+    from streamdec.files.audio_file import AudioFileError
     from streamdec.microphone import MicrophoneError
     from streamdec.server.connection import ClientError, Disconnected
     from streamdec.server.options import OptionError

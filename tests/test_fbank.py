@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from model_factory import test_audio
-from streamdec.fbank import Fbank
-from streamdec.features import FeatureConfig, StreamingFeatures, fbank_options
+from streamdec.audio.fbank import Fbank
+from streamdec.audio.features import FeatureConfig, StreamingFeatures, fbank_options
 
 #: |mel energy difference| allowed, relative to the frame's largest mel energy: both
 #: compute the same float32 spectrum, so they differ by its rounding (about 1e-6)

@@ -3,8 +3,8 @@ import pytest
 
 from streamdec import AudioInputError, StreamStateError
 from streamdec.buffers import size_class
-from streamdec.features import (TOGETHER_FRAMES, FeatureConfig, StreamingFeatures, compute_fbank,
-                                compute_ready_together, fbank_options)
+from streamdec.audio.features import (TOGETHER_FRAMES, FeatureConfig, StreamingFeatures,
+                                      compute_fbank, compute_ready_together, fbank_options)
 from model_factory import test_audio
 
 
@@ -107,7 +107,7 @@ def test_samples_kept_across_many_small_and_one_large_piece():
 
 
 def test_frames_are_computed_only_when_read(monkeypatch):
-    from streamdec.fbank import Fbank
+    from streamdec.audio.fbank import Fbank
 
     computed = []
     log_mel = Fbank.log_mel
@@ -193,7 +193,7 @@ def test_full_scale_samples_accepted(samples):
 
 
 def test_small_overshoot_is_clipped_to_full_scale():
-    from streamdec.features import as_float_samples
+    from streamdec.audio.features import as_float_samples
 
     hot = np.array([0.5, 1.5, -2.0, 1.0000001], np.float32)
     np.testing.assert_array_equal(as_float_samples(hot), [0.5, 1.0, -1.0, 1.0])

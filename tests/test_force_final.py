@@ -21,7 +21,7 @@ import pytest
 import soxr
 
 from streamdec import Recognizer
-from streamdec.endpoint import EndpointConfig, EndpointRule
+from streamdec.core.endpoint import EndpointConfig, EndpointRule
 from streamdec.errors import StreamStateError
 from test_builtin_transcribe import speak
 

@@ -3,8 +3,8 @@ duration at word boundaries, display times, and the SRT / WebVTT text."""
 
 import pytest
 
-from streamdec.formats import Cue, cue_times, cues, subtitles, wrap_lines
-from streamdec.results import Result, Word
+from streamdec.files.formats import Cue, cue_times, cues, subtitles, wrap_lines
+from streamdec.core.results import Result, Word
 
 
 def result(words, segment=0, is_final=True, text=None):
@@ -122,7 +122,7 @@ def test_jsonl_event_says_how_much_of_a_partial_is_stable():
     import dataclasses
     import json
 
-    from streamdec.formats import event_json
+    from streamdec.files.formats import event_json
 
     partial = dataclasses.replace(result(spaced(["HELLO", "WOR"]), is_final=False),
                                   stable_tokens=6, stable_chars=5)

@@ -1,4 +1,4 @@
-"""``bench/hostile.py`` at a small size (5 healthy streams, 3 connections of each
+"""``bench/daemon/hostile.py`` at a small size (5 healthy streams, 3 connections of each
 misbehaviour, 20 subscribers of calls that never come, a 2 s idle timeout): a real server,
 the documented report, and its verdicts: the healthy finals identical to the quiet run's
 and on time, the RSS within its bound, the descriptors back at baseline, every hostile
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
-from hostile import KINDS  # noqa: E402
+from bench.daemon.hostile import KINDS  # noqa: E402
 
 PER_KIND = 3
 SUBSCRIBERS = 20
@@ -24,7 +24,7 @@ SUBSCRIBERS = 20
 def test_hostile_smoke(tmp_path):
     out = tmp_path / "hostile.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "hostile.py"), "--out", str(out),
+        [sys.executable, str(REPO / "bench" / "daemon" / "hostile.py"), "--out", str(out),
          "--healthy", "5", "--seconds", "10", "--per-kind", str(PER_KIND),
          "--subscribers", str(SUBSCRIBERS), "--idle-timeout", "2", "--settle", "10"],
         capture_output=True, text=True, timeout=240)

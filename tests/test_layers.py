@@ -7,17 +7,15 @@ Layers, from the bottom (a module may import its own layer and the ones below it
 ==================  ==========================================================================
 layer               modules
 ==================  ==========================================================================
-core                errors, validation, home, lru, buffers, pcm, tokens, fbank, features, models/,
-                    search/, lang/, resources, vad, endpoint, segments, results, stream,
-                    recognizer, drive, textfmt/, the package root (``streamdec/__init__``):
-                    samples in, events (and text for people) out, no sockets, threads or
-                    asyncio
+core                errors, validation, home, lru, buffers, tokens, audio/, models/, search/,
+                    lang/, core/, textfmt/, the package root (``streamdec/__init__``): samples
+                    in, events (and text for people) out, no sockets, threads or asyncio
 engine              engine: asyncio batching and worker threads over the core
 model store         hub/: the catalog of published models, downloads, the local cache
 adapter configs     server/config, rayserve/config: the frozen ``[server]`` and ``[ray]`` tables;
                     server/endpointing: the bounds of a connection's endpoint rules
 app config          appconfig: ``AppConfig``, ``AudioConfig``, ``load_config`` (TOML files)
-adapters            audio_file, formats, transcribe, microphone, server/, web/: bytes <-> core
+adapters            allocator, files/, microphone, server/, web/: bytes <-> core
 process             rayserve/: the daemon's app on Ray Serve replicas
 command line        cli/, ``__main__``
 ==================  ==========================================================================
@@ -37,20 +35,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "streamdec"
 
 LAYERS = (
     ("core", ("streamdec", "streamdec.errors", "streamdec.validation", "streamdec.home",
-              "streamdec.lru", "streamdec.buffers", "streamdec.pcm", "streamdec.tokens",
-              "streamdec.fbank",
-              "streamdec.features", "streamdec.models", "streamdec.search", "streamdec.lang",
-              "streamdec.resources", "streamdec.vad", "streamdec.endpoint", "streamdec.segments",
-              "streamdec.results", "streamdec.stream", "streamdec.recognizer",
-              "streamdec.drive", "streamdec.textfmt")),
+              "streamdec.lru", "streamdec.buffers", "streamdec.tokens", "streamdec.audio",
+              "streamdec.models", "streamdec.search", "streamdec.lang", "streamdec.core",
+              "streamdec.textfmt")),
     ("engine", ("streamdec.engine",)),
     ("model store", ("streamdec.hub",)),
     ("adapter configs", ("streamdec.server.config", "streamdec.server.endpointing",
                          "streamdec.rayserve.config")),
     ("app config", ("streamdec.appconfig",)),
-    ("adapters", ("streamdec.allocator", "streamdec.audio_file", "streamdec.formats",
-                  "streamdec.transcribe",
-                  "streamdec.microphone", "streamdec.server", "streamdec.web")),
+    ("adapters", ("streamdec.allocator", "streamdec.files", "streamdec.microphone",
+                  "streamdec.server", "streamdec.web")),
     ("process", ("streamdec.rayserve",)),
     ("command line", ("streamdec.cli", "streamdec.__main__")),
 )
@@ -187,7 +181,26 @@ def test_no_import_cycle(scope):
 def test_the_checks_catch_what_they_look_for():
     """The graph reader sees the two kinds of arrow it checks (so the tests above cannot pass
     because nothing was read)."""
-    assert ("streamdec.errors", True) in GRAPH["streamdec.features"]
+    assert ("streamdec.errors", True) in GRAPH["streamdec.audio.features"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
-    assert RANK[layer_of("streamdec.server.sherpa")] > RANK[layer_of("streamdec.recognizer")]
+    assert RANK[layer_of("streamdec.server.sherpa")] > RANK[layer_of("streamdec.core.recognizer")]
+    assert layer_of("streamdec.audio.pcm") == layer_of("streamdec.core.stream") == "core"
     assert layer_of("streamdec.server.config") == "adapter configs"
+
+
+BELOW_THE_ENGINE = ("streamdec.audio", "streamdec.models", "streamdec.search", "streamdec.lang",
+                    "streamdec.core")
+ABOVE_THE_CORE = ("streamdec.engine", "streamdec.server", "streamdec.cli")
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_core_packages_import_no_engine_server_or_command_line():
+    """audio/, models/, search/, lang/ and core/ are the recognizer without I/O: no module in
+    them imports the engine, the server or the CLI, at module level or inside a function."""
+    packages = {p for p in BELOW_THE_ENGINE if p in MODULES}
+    assert packages == set(BELOW_THE_ENGINE)  # each package is there to be checked
+    assert sorted(f"{m} imports {t}" for m, targets in GRAPH.items() if _within(m, packages)
+                  for t, _ in targets if _within(t, ABOVE_THE_CORE)) == []

@@ -1,6 +1,6 @@
 """``streamdec mic`` on a real input device.
 
-A private PulseAudio daemon with a null sink (``bench/null_sink.py``): the tests play known
+A private PulseAudio daemon with a null sink (``bench/captions/null_sink.py``): the tests play known
 speech into the sink with ``paplay`` and run ``streamdec mic`` (a real process) on the
 sink's monitor through the ALSA ``pulse`` device, then compare what it showed with what
 ``streamdec transcribe`` gives.
@@ -33,12 +33,12 @@ import soxr
 
 from streamdec.cli.live_line import LiveLine
 from streamdec.cli.main import main
-from streamdec.results import Result, Word
+from streamdec.core.results import Result, Word
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
-from null_sink import LISTENING, NullSink, caption_playback  # noqa: E402
+from bench.captions.null_sink import LISTENING, NullSink, caption_playback  # noqa: E402
 
 LEAD_IN = 0.5  # seconds of digital silence before the speech in the played file
 
@@ -334,7 +334,7 @@ def test_live_line_dims_only_the_unstable_part_of_a_cut_line(monkeypatch):
 @pytest.mark.slow
 def test_latency_benchmark_smoke(tmp_path):
     out = tmp_path / "report.json"
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "mic_latency.py"), "--smoke",
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "captions" / "mic_latency.py"), "--smoke",
                           "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())

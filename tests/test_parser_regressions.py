@@ -123,7 +123,7 @@ def test_vosk_endpoint_rule_beyond_a_float_is_bad_config():
 
 
 def test_audiofork_metadata_endpoint_rule_beyond_a_float_is_bad_config():
-    from streamdec.endpoint import EndpointConfig
+    from streamdec.core.endpoint import EndpointConfig
     from streamdec.server.call_settings import call_settings
     from streamdec.server.endpointing import EndpointLimits
 

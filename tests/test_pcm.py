@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from streamdec import AudioInputError
-from streamdec.features import as_float_samples
-from streamdec.pcm import MULAW_TABLE, decode_pcm, deinterleave, sample_size
+from streamdec.audio.features import as_float_samples
+from streamdec.audio.pcm import MULAW_TABLE, decode_pcm, deinterleave, sample_size
 
 
 @pytest.mark.parametrize("encoding, data, want", [

@@ -114,7 +114,7 @@ def test_throughput_alternates_the_graph_settings(tmp_path):
 
 
 def test_ort_profile_smoke(tmp_path):
-    """bench/ort_profile.py: both peers' encoder runs profiled by ONNX Runtime, the same
+    """bench/decode/ort_profile.py: both peers' encoder runs profiled by ONNX Runtime, the same
     number of runs, node time within run time, operators and nodes compared."""
     model = REPO / "tests" / "fixtures" / "published-layouts" / \
         "A-streaming-zipformer2-chunk-16-left-128"
@@ -134,7 +134,7 @@ def test_ort_profile_smoke(tmp_path):
 
 
 def test_model_load_smoke(tmp_path):
-    """bench/model_load.py: a zipformer2 loaded with the graph rewrites and without, each in
+    """bench/decode/model_load.py: a zipformer2 loaded with the graph rewrites and without, each in
     processes of its own: seconds, RSS and peak RSS of each."""
     model = REPO / "tests" / "fixtures" / "published-layouts" / \
         "A-streaming-zipformer2-chunk-16-left-128"
@@ -148,7 +148,7 @@ def test_model_load_smoke(tmp_path):
 
 
 def test_arena_bench_smoke(tmp_path):
-    """bench/arena.py: the three session settings give the same encoder outputs; each has
+    """bench/decode/arena.py: the three session settings give the same encoder outputs; each has
     its CPU and page faults per chunk, and its memory from a process of its own."""
     report = run_bench("arena.py", tmp_path / "arena.json", "--streams", "2", "--chunks", "2",
                        "--warm", "1", "--runs", "2", "--max-batch", "3", "--calls", "3")
@@ -233,8 +233,8 @@ def test_load_clients_start_over_a_message_or_evenly_over_a_model_chunk():
     """``--spread message``: 20 send times within one message, the same for clients 20
     apart (their model chunks become whole in the same message: bursts); ``--spread
     chunk``: every client a time of its own, evenly over one model chunk."""
-    sys.path.insert(0, str(REPO / "bench"))
-    from load import client_offset
+    sys.path.insert(0, str(REPO))
+    from bench.daemon.load import client_offset
 
     message = [client_offset("message", n, 100, 0.1, 0.32) for n in range(100)]
     assert message[:20] == pytest.approx([k * 0.005 for k in range(20)], abs=1e-12)

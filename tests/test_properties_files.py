@@ -26,15 +26,15 @@ import soundfile as sf
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streamdec.appconfig import load_config
-from streamdec.endpoint import EndpointConfig
+from streamdec.core.endpoint import EndpointConfig
 from streamdec.errors import (AudioInputError, ConfigError, ModelDownloadError,
                               ModelLoadError, TokenizeError, UploadError)
-from streamdec.features import as_float_samples
+from streamdec.audio.features import as_float_samples
 from streamdec.hub.archive import unpack
 from streamdec.hub.catalog import CatalogEntry, load_catalog
 from streamdec.models.config import ModelConfig
 from streamdec.models.onnx_backend import FAMILIES, open_session, read_encoder_contract
-from streamdec.pcm import ENCODINGS, decode_pcm, deinterleave, sample_size
+from streamdec.audio.pcm import ENCODINGS, decode_pcm, deinterleave, sample_size
 from streamdec.server.endpointing import ENDPOINT_KEYS, EndpointLimits
 from streamdec.server.transcription import RESPONSE_FORMATS, read_form, read_upload
 from streamdec.tokens import SymbolTable
@@ -188,11 +188,11 @@ def _fields(cls) -> list[str]:
 
 
 def _tables():
-    from streamdec.features import FeatureConfig
+    from streamdec.audio.features import FeatureConfig
     from streamdec.rayserve.config import RayConfig
     from streamdec.search.config import SearchConfig
     from streamdec.server.config import SETTINGS
-    from streamdec.vad import VadConfig
+    from streamdec.audio.vad import VadConfig
 
     return {"model": _fields(ModelConfig), "features": _fields(FeatureConfig),
             "search": _fields(SearchConfig), "endpoint": ["enabled"],

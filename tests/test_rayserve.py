@@ -23,7 +23,7 @@ import websockets
 
 from server_utils import (UNIT, ServerProcess, get, read_sherpa_results, run, sherpa_client,
                           sherpa_text, vosk_client, vosk_text)
-from streamdec.transcribe import transcribe_files
+from streamdec.files.transcribe import transcribe_files
 from test_server import clips, rec  # noqa: F401  (the same 20 clips, the same recognizer)
 
 pytestmark = pytest.mark.slow

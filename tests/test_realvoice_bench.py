@@ -1,11 +1,11 @@
-"""The real-voice benchmark (bench/realvoice.py) runs end to end on two files of its dev set
+"""The real-voice benchmark (bench/accuracy/realvoice.py) runs end to end on two files of its dev set
 (one of pocketsphinx-testdata, one of alsa-utils: both Debian packages, installed by
 scripts/install-test-deps.sh) and writes the documented report. Its WER numbers are the
 benchmark's business; the test checks the report's shape and the counts that must hold
 whatever the model: files, utterances per part, lead-ins per file, and (``--synthetic``)
 utterances per synthetic dev set; ``--heldout DIR`` on a made-up folder of two of the dev
 files must score exactly as those files do in the dev set. ``--capture`` runs on
-the same two files through a PulseAudio null sink (bench/null_sink.py) and checks its
+the same two files through a PulseAudio null sink (bench/captions/null_sink.py) and checks its
 report the same way; without PulseAudio's tools it must fail, naming the packages."""
 
 import json
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
-from realvoice import SHIFTS_MS, real_dev_set  # noqa: E402
+from bench.accuracy.realvoice import SHIFTS_MS, real_dev_set  # noqa: E402
 
 
 def test_the_dev_set_reads_every_file_with_its_transcript():
@@ -39,7 +39,7 @@ def test_the_dev_set_reads_every_file_with_its_transcript():
 @pytest.mark.slow
 def test_realvoice_smoke(tmp_path):
     out = tmp_path / "realvoice.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out", str(out),
+    subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "realvoice.py"), "--out", str(out),
                     "--files", "cards/001,alsa/Front_Center", "--methods", "greedy",
                     "--shift-methods", "greedy", "--synthetic", "--synthetic-limit", "2"],
                    check=True, capture_output=True, timeout=300)
@@ -63,7 +63,7 @@ def test_capture_path_stability(tmp_path):
     pulseaudio-utils, libasound2-plugins, libportaudio2: scripts/install-test-deps.sh) and
     ``streamdec mic``, against the files decoded directly. A missing tool fails the run."""
     out = tmp_path / "realvoice.json"
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out", str(out),
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "realvoice.py"), "--out", str(out),
                           "--files", "cards/001,alsa/Front_Center", "--methods", "greedy",
                           "--shift-methods", "", "--no-timing", "--capture"],
                          capture_output=True, text=True, timeout=240)
@@ -115,7 +115,7 @@ def test_heldout_folder_scored_like_the_same_files_of_the_dev_set(tmp_path):
     names = ["cards/001", "alsa/Front_Center"]
     ids = _heldout_folder(tmp_path / "held", names)
     out = tmp_path / "realvoice.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out", str(out),
+    subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "realvoice.py"), "--out", str(out),
                     "--files", ",".join(names), "--methods", "greedy,modified_beam",
                     "--shift-methods", "", "--no-timing", "--heldout", str(tmp_path / "held")],
                    check=True, capture_output=True, timeout=240)
@@ -132,7 +132,7 @@ def test_heldout_folder_missing_a_wav_fails_naming_it(tmp_path):
     _heldout_folder(folder, ["cards/001"])
     with open(folder / "refs.tsv", "a") as f:
         f.write("spk9-gone\tGONE\n")
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--out",
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "realvoice.py"), "--out",
                           str(tmp_path / "x.json"), "--heldout", str(folder)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1
@@ -143,7 +143,7 @@ def test_heldout_folder_missing_a_wav_fails_naming_it(tmp_path):
 
 def test_capture_without_pulseaudio_fails_saying_so(tmp_path):
     """No PulseAudio tools on PATH: --capture stops before decoding, naming the packages."""
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "realvoice.py"), "--capture",
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "realvoice.py"), "--capture",
                           "--out", str(tmp_path / "x.json"), "--methods", "greedy"],
                          env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
                          text=True, timeout=120)

@@ -9,8 +9,8 @@ from conftest import make_recognizer
 from decode_utils import decode_in_pieces, finals, key
 from model_factory import test_audio
 from streamdec import ConfigError, SearchConfig, TokenizeError
-from streamdec.drive import decode_audio
-from streamdec.resources import HEAVY, RESOURCE_BUDGET
+from streamdec.core.drive import decode_audio
+from streamdec.core.resources import HEAVY, RESOURCE_BUDGET
 
 AUDIO = test_audio(3.0, seed=5)
 

@@ -1,4 +1,4 @@
-"""The store of search resources (``streamdec.resources``): one bounded map with one
+"""The store of search resources (``streamdec.core.resources``): one bounded map with one
 eviction rule for every per-configuration resource, one neural LM session per file and one
 word n-gram per ARPA file whatever the configurations, each key built once however many
 threads ask at the same time, failed builds not kept, and the engine building a
@@ -14,7 +14,7 @@ import pytest
 from conftest import make_recognizer
 from streamdec import SearchConfig, TokenizeError
 from streamdec.engine import Engine, EngineConfig
-from streamdec.resources import HEAVY, RESOURCE_BUDGET
+from streamdec.core.resources import HEAVY, RESOURCE_BUDGET
 from test_neural_lm import export_lm
 from test_words_search import write_lang
 
@@ -106,7 +106,7 @@ def test_a_failed_build_raises_to_every_asker_and_is_not_kept(rec):
 def test_the_engine_builds_a_connections_resources_off_the_event_loop(rec, monkeypatch):
     import streamdec.search.grammar as grammar
     import streamdec.search.context_graph as context_graph
-    import streamdec.resources as resources
+    import streamdec.core.resources as resources
 
     built_in = []
     grammar_build, hotwords_build = grammar.grammar_graph, context_graph.hotwords_graph

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_bench_search_smoke(tmp_path):
     out = tmp_path / "report.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "search.py"), "--smoke", "--out",
+    subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "search.py"), "--smoke", "--out",
                     str(out)], check=True, capture_output=True, timeout=120)
     report = json.loads(out.read_text())
     assert set(report["searches"]) == set(SEARCH_METHODS)

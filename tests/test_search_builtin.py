@@ -10,7 +10,7 @@ as well as those that emit one (see MODEL.md).
 These tests need the built-in model; they fail (never skip) when it is missing
 (``STREAMDEC_TEST_MODEL_DIR`` points them at another model folder, e.g. a checkpoint being
 trained). The dev audio is synthesised from the committed references when the recipe's data
-folder lacks it (bench/devset.py)."""
+folder lacks it (bench/common/devset.py)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from devset import dev_set, error_rates, normalize, transcribe  # noqa: E402
+from bench.common.devset import dev_set, error_rates, normalize, transcribe  # noqa: E402
 from streamdec import ModelConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 

@@ -30,7 +30,7 @@ from server_utils import (ServerProcess, UNIT, get, messages_until_closed,
                           vosk_text, wait_for_idle, wait_for_logged)
 from streamdec import Recognizer, SearchConfig
 from streamdec.textfmt import default_formatter
-from streamdec.transcribe import transcribe_files
+from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 
 SENTENCES = ["please call me back tomorrow morning", "the meeting starts at nine thirty",

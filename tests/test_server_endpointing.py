@@ -27,8 +27,8 @@ import websockets
 
 from server_utils import UNIT, ServerProcess, messages_until_closed, pieces, run, vosk_client
 from streamdec import Recognizer
-from streamdec.drive import accept, decode_audio, decode_ready, finish
-from streamdec.endpoint import EndpointConfig, EndpointRule
+from streamdec.core.drive import accept, decode_audio, decode_ready, finish
+from streamdec.core.endpoint import EndpointConfig, EndpointRule
 from test_builtin_transcribe import speak
 
 GAP = 24000  # 1.5 s of silence

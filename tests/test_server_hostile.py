@@ -1,7 +1,7 @@
 """Clients that misbehave at the HTTP layer, against a real ``streamdec serve`` (raw
 sockets: the misbehaviour is ours): a request head sent a byte at a time (slowloris), an
 upload body that stops mid-way, one that never ends. Each gets its HTTP status within the
-server's ``idle_timeout_seconds`` (``bench/hostile.py`` tries them by the hundred beside
+server's ``idle_timeout_seconds`` (``bench/daemon/hostile.py`` tries them by the hundred beside
 healthy streams)."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import websockets
 from server_utils import (ServerProcess, UNIT, get, messages_until_closed, run, sherpa_client,
                           sherpa_text)
 from streamdec import Recognizer
-from streamdec.transcribe import transcribe_files
+from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 
 TOKEN = "s3cret-token"

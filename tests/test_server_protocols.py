@@ -13,8 +13,8 @@ import pytest
 
 from streamdec import ConfigError, SearchConfig
 from streamdec.appconfig import parse_config
-from streamdec.endpoint import EndpointConfig, EndpointRule
-from streamdec.results import Result, Word
+from streamdec.core.endpoint import EndpointConfig, EndpointRule
+from streamdec.core.results import Result, Word
 from streamdec.server.access import Access, overload_check, read_tokens
 from streamdec.engine import EngineConfig
 from streamdec.server.config import ServerConfig, env_overrides

@@ -26,7 +26,7 @@ import websockets
 from server_utils import (UNIT, ServerProcess, get, run, sherpa_client, sherpa_text,
                           vosk_client, vosk_text, wait_for_idle)
 from streamdec import Recognizer
-from streamdec.transcribe import transcribe_files
+from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 from test_server_drain import sigterm_mid_stream, stream_on
 from test_telephony import (call, finals_of, leg_finals, not_partial, rec,  # noqa: F401

@@ -8,7 +8,7 @@ calls every emitted token stable (it only appends); beam searches call stable th
 all live hypotheses share, so some of their partials hold tokens not yet stable.
 
 These tests need the built-in model; they fail (never skip) when it is missing. The dev
-audio is synthesised from the committed references when missing (bench/devset.py)."""
+audio is synthesised from the committed references when missing (bench/common/devset.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from decode_utils import decode_in_pieces  # noqa: E402
-from devset import dev_set  # noqa: E402
+from bench.common.devset import dev_set  # noqa: E402
 from streamdec import Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
@@ -97,9 +97,9 @@ def test_stable_prefix_never_changes(rec, dev, name):
         assert unstable_tokens > 0
 
 
-# -- the stability benchmark (bench/partial_stability.py) ----------------------------------------
+# -- the stability benchmark (bench/accuracy/partial_stability.py) ----------------------------------------
 def test_stability_counts_on_a_made_up_segment():
-    from partial_stability import segment_counts, stable_lags
+    from bench.accuracy.partial_stability import segment_counts, stable_lags
 
     # "HELLO WAR" rewritten to "HELLO WORLD": 2 characters ("AR") not kept; the steady part
     # "HELLO" (5) kept; the final keeps everything
@@ -118,7 +118,7 @@ def test_stability_benchmark_smoke(tmp_path):
     import subprocess
 
     out = tmp_path / "report.json"
-    bench = Path(__file__).resolve().parents[1] / "bench" / "partial_stability.py"
+    bench = Path(__file__).resolve().parents[1] / "bench" / "accuracy" / "partial_stability.py"
     run = subprocess.run([sys.executable, str(bench), "--smoke", "--search", "greedy",
                           "--search", "modified_beam", "--out", str(out)],
                          capture_output=True, text=True, timeout=120)

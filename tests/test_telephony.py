@@ -34,10 +34,10 @@ from server_utils import UNIT, ServerProcess, run
 from streamdec import Recognizer
 from streamdec.appconfig import load_config, parse_config
 from streamdec.errors import ConfigError, ModelLoadError
-from streamdec.recognizer import RecognizerConfig
+from streamdec.core.recognizer import RecognizerConfig
 from streamdec.server.config import ServerConfig, env_overrides
-from streamdec.transcribe import transcribe_files
-from streamdec.vad import VadConfig
+from streamdec.files.transcribe import transcribe_files
+from streamdec.audio.vad import VadConfig
 from test_builtin_transcribe import speak
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamdec.pcm import MULAW_TABLE, decode_pcm
+from streamdec.audio.pcm import MULAW_TABLE, decode_pcm
 from streamdec.server.audiofork import AudioForkProtocol, reply
 from streamdec.server.audiosocket import AUDIO_RATES, AudioSocketProtocol, frame
-from streamdec.endpoint import EndpointConfig
+from streamdec.core.endpoint import EndpointConfig
 from streamdec.server.call_events import (CallAudio, CallDtmf, CallEnded, CallFailed,
                                           CallFinalize, CallNote, CallStarted)
 from streamdec.server.call_settings import SettingsLayer, call_settings

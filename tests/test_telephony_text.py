@@ -32,7 +32,7 @@ import websockets
 from decode_utils import decode_in_pieces, finals
 from server_utils import UNIT, ServerProcess, run
 from streamdec import Recognizer
-from streamdec.endpoint import EndpointConfig, EndpointRule
+from streamdec.core.endpoint import EndpointConfig, EndpointRule
 from streamdec.textfmt import default_formatter
 from test_builtin_transcribe import speak
 from test_telephony import leg_finals, replay_args, to_int16, wait_for_log

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamdec.errors import ConfigError, ModelLoadError
-from streamdec.results import Word
+from streamdec.core.results import Word
 from streamdec.textfmt import TEXT_FORMATS, check_text_format, default_formatter, format_words
 from streamdec.textfmt.align import align
 from streamdec.textfmt.itn import InverseNormalizer

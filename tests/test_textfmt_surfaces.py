@@ -24,7 +24,7 @@ from streamdec.cli.main import main
 from streamdec.cli.options import WORDS_CONFIG
 from streamdec.engine import EngineConfig
 from streamdec.errors import ConfigError
-from streamdec.formats import subtitles
+from streamdec.files.formats import subtitles
 from streamdec.server.app import create_app
 from streamdec.server.config import ServerConfig
 from streamdec.server.context import ServerContext

@@ -10,7 +10,7 @@ from conftest import make_recognizer
 from decode_utils import key
 from model_factory import test_audio
 from streamdec import EndpointConfig
-from streamdec.transcribe import transcribe_files, transcribe_realtime
+from streamdec.files.transcribe import transcribe_files, transcribe_realtime
 
 RATE = 16000
 

@@ -1,4 +1,4 @@
-"""Voice activity detection (streamdec.vad): silero-vad's model run by our own code, its
+"""Voice activity detection (streamdec.audio.vad): silero-vad's model run by our own code, its
 speech regions against silero-vad's own functions, and what gating a stream's audio with
 it does to decoding: fewer encoder chunks on silence, the same tokens on speech, times on
 the stream's real timeline, an endpoint at the VAD's silence, chunking invariance, config
@@ -20,10 +20,10 @@ from streamdec import Recognizer
 from streamdec.appconfig import parse_config
 from streamdec.engine import Engine, EngineConfig
 from streamdec.errors import ConfigError, ModelLoadError
-from streamdec.recognizer import RecognizerConfig
+from streamdec.core.recognizer import RecognizerConfig
 from streamdec.server.options import OptionError, parse_options
 from streamdec.search import SearchConfig
-from streamdec.vad import Gate, SampleQueue, SileroVad, VadConfig, silero_model_path
+from streamdec.audio.vad import Gate, SampleQueue, SileroVad, VadConfig, silero_model_path
 from test_builtin_transcribe import speak
 
 REPO = Path(__file__).resolve().parents[1]
@@ -388,8 +388,8 @@ def test_word_error_rate_across_long_silences_is_no_worse(rec, sentences):
     issue's aim: at most +1 point of WER)."""
     import sys
 
-    sys.path.insert(0, str(REPO / "bench"))
-    from devset import error_rates
+    sys.path.insert(0, str(REPO))
+    from bench.common.devset import error_rates
 
     def wer(ref: str, hyp: str) -> float:
         return error_rates({"a": ref}, {"a": hyp})["wer"]

@@ -1,4 +1,4 @@
-"""bench/vad.py runs end to end at a tiny size on the built-in model and writes its report.
+"""bench/decode/vad.py runs end to end at a tiny size on the built-in model and writes its report.
 Speed is the benchmark's business; the test checks the report's shape and the counts that
 must hold on any machine (the VAD runs the encoder on fewer chunks of the call)."""
 
@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_vad_bench_smoke(tmp_path):
     out = tmp_path / "vad.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "vad.py"), "--out", str(out),
+    subprocess.run([sys.executable, str(REPO / "bench" / "decode" / "vad.py"), "--out", str(out),
                     "--utterances", "4", "--repeat", "1"],
                    check=True, capture_output=True, timeout=300)
     report = json.loads(out.read_text())

@@ -1,6 +1,6 @@
 """The browser captioning page (``streamdec serve`` at ``/``) in a real browser.
 
-Debian's Chromium, driven by Playwright (``bench/caption_page.py``), against a real
+Debian's Chromium, driven by Playwright (``bench/captions/caption_page.py``), against a real
 ``streamdec serve`` process on loopback; Chromium's fake capture device plays a known file
 as the microphone.
 
@@ -15,7 +15,7 @@ drop or repeat), with nothing else but silence; and the page shows the very
 finals, words and times that ``transcribe`` gives for those samples, and its SRT and TXT
 downloads are what ``transcribe --format srt`` would write for them.
 
-Also: the SRT rules of the page's script against ``streamdec.formats`` on the same results
+Also: the SRT rules of the page's script against ``streamdec.files.formats`` on the same results
 (so the two cannot drift apart); the messages when the microphone is refused, the server is
 full (503), unreachable or lost mid-session, or needs a token, and when a browser on
 another machine opens the page over plain http; captioning over https from such a browser;
@@ -40,18 +40,18 @@ from websockets.sync.client import connect
 from server_utils import REPO, UNIT, ServerProcess, get, wait_for_idle
 from streamdec import Recognizer
 from streamdec.cli.live_line import LiveLine
-from streamdec.formats import subtitles
-from streamdec.results import make_result
+from streamdec.files.formats import subtitles
+from streamdec.core.results import make_result
 from streamdec.search.base import Hypothesis
 from streamdec.server.sherpa import sherpa_message
 from streamdec.textfmt import default_formatter
-from streamdec.transcribe import transcribe_files
+from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
 from test_server_limits import self_signed
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
-from caption_page import (CAPTURE_RATE, OTHER_NAME, launch, open_page,  # noqa: E402
+from bench.captions.caption_page import (CAPTURE_RATE, OTHER_NAME, launch, open_page,  # noqa: E402
                           sent_audio, to_int16, wait_until_sent)
 from playwright.sync_api import sync_playwright  # noqa: E402
 
@@ -222,7 +222,7 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     assert download(page, "#download-srt") == subtitles(formatted, "srt")
 
 
-# -- the page's SRT rules against streamdec.formats --------------------------------------------
+# -- the page's SRT rules against streamdec.files.formats ------------------------------------------
 def spelled(rec, segment: int, segment_start: int, words, is_final=True):
     """A result of the built-in model's units spelling ``words``: (text, first frame, last
     frame) each, the word boundary and first letter at the first frame, the last letter at
@@ -455,7 +455,7 @@ def test_phone_and_projector_layouts(server, browser):
 @pytest.mark.slow
 def test_latency_benchmark_smoke(tmp_path):
     out = tmp_path / "report.json"
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "web_latency.py"), "--smoke",
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "captions" / "web_latency.py"), "--smoke",
                           "--out", str(out)], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())

@@ -1,4 +1,4 @@
-"""The pure parts of the Whisper reference (bench/whisper_ref.py), which itself never runs
+"""The pure parts of the Whisper reference (bench/accuracy/whisper_ref.py), which itself never runs
 in CI (its weights and faster-whisper are the ``reference`` extra, not the test one): the
 joining of base's two model.bin parts, and the rewriting of Whisper's written text into
 the spoken words the references use before scoring. Importing the script must not import
@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
 
-from whisper_ref import MODELS, JoinError, join_parts, readings, whisper_text  # noqa: E402
+from bench.accuracy.whisper_ref import (MODELS, JoinError, join_parts, readings,  # noqa: E402
+                                        whisper_text)
 
 
 def test_a_report_is_scored_again_from_its_raw_text(tmp_path):
@@ -29,7 +30,7 @@ def test_a_report_is_scored_again_from_its_raw_text(tmp_path):
                         "hyps": {u: {"ref": ref, "raw": raw} for u, (ref, raw) in rows.items()}}
                  for name, rows in hyps.items()}}
     (tmp_path / "r.json").write_text(json.dumps(report))
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "whisper_ref.py"), "--rescore",
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "whisper_ref.py"), "--rescore",
                           str(tmp_path / "r.json"), "--out", str(tmp_path / "out.json")],
                          capture_output=True, text=True, timeout=60, check=True)
     out = json.loads((tmp_path / "out.json").read_text())
@@ -44,7 +45,7 @@ def test_a_report_is_scored_again_from_its_raw_text(tmp_path):
 
 
 def test_importing_the_script_does_not_import_faster_whisper():
-    code = ("import sys; sys.path.insert(0, 'bench'); import whisper_ref; "
+    code = ("from bench.accuracy import whisper_ref; "
             "print('faster_whisper' in sys.modules, 'ctranslate2' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, timeout=60, check=True)

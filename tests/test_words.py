@@ -6,7 +6,7 @@ import math
 import pytest
 
 from streamdec.models.base import ModelMeta
-from streamdec.results import make_result
+from streamdec.core.results import make_result
 from streamdec.search.base import Hypothesis
 from streamdec.tokens import SymbolTable
 
@@ -47,7 +47,7 @@ def test_result_times_are_the_same_before_and_past_the_lookup_table():
     """Frame counts are turned into seconds from a shared table up to ``_TABLE_FRAMES``
     frames and computed past it: the same value ``round(frames * seconds, 6)`` either way,
     on a stream hours long too."""
-    from streamdec.results import _TABLE_FRAMES
+    from streamdec.core.results import _TABLE_FRAMES
     meta = ModelMeta(model_type="t", chunk_frames=35, chunk_shift=32, encoder_frames_per_chunk=8,
                      feature_dim=80, joiner_dim=4, context_size=2, vocab_size=5,
                      blank_id=0, frame_shift_ms=10.0, sample_rate=16000)

@@ -1,4 +1,4 @@
-"""bench/words.py runs end to end on a few dev utterances and writes the documented report."""
+"""bench/accuracy/words.py runs end to end on a few dev utterances and writes the documented report."""
 
 import json
 import subprocess
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_bench_words_small_run(tmp_path):
     out = tmp_path / "report.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "words.py"), "--limit", "2",
+    subprocess.run([sys.executable, str(REPO / "bench" / "accuracy" / "words.py"), "--limit", "2",
                     "--timing-utts", "2", "--runs", "1", "--rows", "accurate,accurate_no_lm",
                     "--out", str(out)], check=True, capture_output=True, timeout=300)
     report = json.loads(out.read_text())

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "recipes" / "synthetic-en"))
 
-from devset import dev_set, error_rates, transcribe  # noqa: E402
+from bench.common.devset import dev_set, error_rates, transcribe  # noqa: E402
 from streamdec import Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.appconfig import load_config  # noqa: E402
-from streamdec.drive import decode_audio  # noqa: E402
+from streamdec.core.drive import decode_audio  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 
 NUM_UTTS = 40

@@ -465,7 +465,7 @@ def test_text_messages_go_out_as_the_frames_websockets_writes():
     asyncio.run(main())
 
 
-# -- peers that misbehave (bench/hostile.py tries each against a whole server) ----------------
+# -- peers that misbehave (bench/daemon/hostile.py tries each against a whole server) ----------------
 def close_frame(code: int, reason: str) -> bytes:
     from websockets.frames import Close, Frame, Opcode
 

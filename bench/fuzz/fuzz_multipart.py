@@ -16,7 +16,7 @@ from harness import fuzz, instrumented
 with instrumented("multipart", "starlette.formparsers"):
     from starlette.requests import Request
 
-    from streamdec.endpoint import EndpointConfig
+    from streamdec.core.endpoint import EndpointConfig
     from streamdec.errors import UploadError
     from streamdec.server.config import ServerConfig
     from streamdec.server.endpointing import EndpointLimits

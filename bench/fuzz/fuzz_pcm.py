@@ -10,8 +10,8 @@ from harness import fuzz, instrumented
 
 with instrumented():
     from streamdec.errors import AudioInputError
-    from streamdec.features import as_float_samples
-    from streamdec.pcm import ENCODINGS, decode_pcm, deinterleave, sample_size
+    from streamdec.audio.features import as_float_samples
+    from streamdec.audio.pcm import ENCODINGS, decode_pcm, deinterleave, sample_size
 
 CHOICES = ENCODINGS + ("s24le",)
 

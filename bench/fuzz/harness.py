@@ -108,8 +108,8 @@ def feed_audio(data: bytes, encoding: str, channels: int) -> list:
     """A Feed's audio as the connection takes it (``Connection``'s feed): decoded, split
     into channels, each checked as a stream accepts it. AudioInputError for unusable
     audio (the connection's ``bad_audio``); empty data is no audio."""
-    from streamdec.features import as_float_samples
-    from streamdec.pcm import decode_pcm, deinterleave
+    from streamdec.audio.features import as_float_samples
+    from streamdec.audio.pcm import decode_pcm, deinterleave
 
     if not data:
         return []

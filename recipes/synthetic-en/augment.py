@@ -2,7 +2,7 @@
 
 All functions take and return float32 mono samples; ``telephone`` returns 8 kHz
 mu-law-decoded samples so that the features are computed through the very same
-8 kHz -> 16 kHz soxr resampling that inference uses (``streamdec.features``).
+8 kHz -> 16 kHz soxr resampling that inference uses (``streamdec.audio.features``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: streamdec
-from streamdec.features import compute_fbank  # noqa: E402
+from streamdec.audio.features import compute_fbank  # noqa: E402
 
 from units import PhoneSet, text_to_ids  # noqa: E402
 

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: streamdec
-from streamdec.features import compute_fbank  # noqa: E402
+from streamdec.audio.features import compute_fbank  # noqa: E402
 
 TAIL_PADDING_FRAMES = 66
 

@@ -15,7 +15,7 @@ Sources (``--source``):
          (``augment(..., voice=True)``: tempo, pitch, low-bitrate Opus); English text
          targets, so they train the transducer itself, and espeak-ng's English IPA.
 Every utterance goes through ``augment.augment(..., channel=True)`` and
-``streamdec.features.compute_fbank``. Utterance i is fully determined by (source, seed, i);
+``streamdec.audio.features.compute_fbank``. Utterance i is fully determined by (source, seed, i);
 existing shards are skipped, so an interrupted run resumes.
 
 Usage: python prepare_extra.py OUT_DIR --source real [--copies 3] [--jobs 2] [--sounds DIR --docs DIR]
@@ -37,7 +37,7 @@ import soundfile as sf
 import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: streamdec
-from streamdec.features import compute_fbank  # noqa: E402
+from streamdec.audio.features import compute_fbank  # noqa: E402
 
 from augment import augment, pitch_shift  # noqa: E402
 from real_en import clips, trim  # noqa: E402

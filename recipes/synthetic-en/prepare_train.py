@@ -2,7 +2,7 @@
 
 Each sentence of TRAIN_TXT is spoken once by a random training voice (``synth``:
 espeak-ng with probability 1 - flite_share, else a training flite voice), augmented
-(``augment.augment``) and turned into fbank with ``streamdec.features.compute_fbank``
+(``augment.augment``) and turned into fbank with ``streamdec.audio.features.compute_fbank``
 (exactly the inference features, including the 8 kHz -> 16 kHz resampling for
 telephone-band utterances). Utterance i is fully determined by (seed, i).
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: streamdec
-from streamdec.features import compute_fbank  # noqa: E402
+from streamdec.audio.features import compute_fbank  # noqa: E402
 
 from augment import augment  # noqa: E402
 from shards import run_jobs, write_shard  # noqa: E402

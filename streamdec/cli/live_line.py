@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 from typing import TextIO
 
-from ..formats import shown_text
-from ..results import Result
+from ..core.results import Result
+from ..files.formats import shown_text
 
 __all__ = ["LiveLine", "DIM", "NORMAL"]
 

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ..core.recognizer import Recognizer
+from ..core.results import Result
 from ..engine import Engine, run_stream
 from ..errors import ConfigError
-from ..formats import event_json, subtitles
+from ..files.formats import event_json, subtitles
 from ..microphone import Capture, find_input_device, require_input_devices
-from ..recognizer import Recognizer
-from ..results import Result
 from ..textfmt import default_formatter
 from ..validation import require_sample_rate
 from .live_line import LiveLine

@@ -8,9 +8,9 @@ import sys
 from dataclasses import replace
 
 from ..appconfig import AppConfig, load_config
+from ..core.recognizer import Recognizer
 from ..hub.cache import resolve_model_dir
 from ..models.config import ModelConfig
-from ..recognizer import Recognizer
 from ..search.config import BEAM_SEARCHES, SEARCH_METHODS, SearchConfig
 
 __all__ = ["HelpFormatter", "WORDS_CONFIG", "add_recognizer_options", "add_text_format_option",

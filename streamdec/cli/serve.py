@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"streamdec: error: serve needs the server extra (pip install "
               f"'streamdec[server]'): {e}", file=sys.stderr)
         return 2
-    from ..recognizer import Recognizer
+    from ..core.recognizer import Recognizer
 
     if args.config is None:
         args.config = os.environ.get("STREAMDEC_CONFIG")

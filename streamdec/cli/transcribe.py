@@ -10,14 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..audio_file import STDIN, RawFormat
-from ..formats import (FORMATS, MAX_CUE_SECONDS, MAX_LINE_CHARS, MAX_LINES, event_json,
-                       subtitles, transcript)
-from ..pcm import ENCODINGS
+from ..audio.pcm import ENCODINGS
+from ..core.recognizer import Recognizer
 from ..errors import ModelLoadError
-from ..recognizer import Recognizer
+from ..files.audio_file import STDIN, RawFormat
+from ..files.formats import (FORMATS, MAX_CUE_SECONDS, MAX_LINE_CHARS, MAX_LINES, event_json,
+                       subtitles, transcript)
+from ..files.transcribe import FileTranscription, transcribe_files, transcribe_realtime
 from ..textfmt import default_formatter
-from ..transcribe import FileTranscription, transcribe_files, transcribe_realtime
 from .live_line import LiveLine
 from .options import (HelpFormatter, add_recognizer_options, add_text_format_option,
                       announce_model, chosen_text_format,

@@ -17,7 +17,7 @@ def load_model(config: ModelConfig, features=None, files: ModelFiles | None = No
     ``features``: the ``FeatureConfig`` it runs with (default ``FeatureConfig()``), which
     with tokens.txt completes its ``meta``; ``files``: the files ``find_model_files(config)``
     chose, when the caller has them."""
-    from ..features import FeatureConfig
+    from ..audio.features import FeatureConfig
 
     files = files or find_model_files(config)
     features = features or FeatureConfig()

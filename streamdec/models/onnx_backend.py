@@ -82,7 +82,7 @@ def batch_axis_from_table(model_type: str, state_name: str) -> int | None:
 
 def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     """An ONNX Runtime session on ``path`` with ``config``'s threads and memory settings;
-    ``profile``: a file prefix for ONNX Runtime's own profiler (``bench/ort_profile.py``)."""
+    ``profile``: a file prefix for ONNX Runtime's own profiler (``bench/decode/ort_profile.py``)."""
     import onnxruntime as ort
 
     if not path.is_file():

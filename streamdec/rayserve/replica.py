@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from .. import allocator
 from ..appconfig import AppConfig
-from ..recognizer import Recognizer
+from ..core.recognizer import Recognizer
 from ..server.app import create_app
 from ..server.context import ServerContext
 from ..server.metrics import CONTENT_TYPE_LATEST

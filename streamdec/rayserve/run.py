@@ -34,8 +34,8 @@ import threading
 import time
 
 from ..appconfig import AppConfig
+from ..core.recognizer import Recognizer
 from ..errors import ConfigError
-from ..recognizer import Recognizer
 from .collector import REPORT_SECONDS
 from .config import RayConfig
 from .proxy import CALLBACK, CALLBACK_ENV

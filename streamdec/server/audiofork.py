@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from ..audio.pcm import decode_pcm, deinterleave
 from ..errors import AudioInputError, ClientError
-from ..pcm import decode_pcm, deinterleave
 from ..validation import unknown_names
 from . import jsontext
 from .call_events import CallAudio, CallEvent, CallFinalize, CallNote, CallStarted

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import uuid
 
+from ..audio.pcm import decode_pcm
 from ..errors import AudioInputError, ClientError
-from ..pcm import decode_pcm
 from .call_events import (DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent,
                           CallFailed, CallStarted)
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.results import Result
 from ..errors import ClientError
-from ..results import Result
 from .call_settings import SettingsLayer
 
 __all__ = ["CallStarted", "CallAudio", "CallDtmf", "CallNote", "CallEnded", "CallFinalize",

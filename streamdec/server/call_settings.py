@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..endpoint import EndpointConfig
+from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError
-from ..textfmt.format import check_text_format
 from ..errors import ClientError
+from ..textfmt.format import check_text_format
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["CALL_SETTING_KEYS", "SettingsLayer", "CallSettings", "settings_layer",

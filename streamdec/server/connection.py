@@ -47,9 +47,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ..audio.pcm import decode_pcm, deinterleave
 from ..errors import (CLOSE_CODES, AudioInputError, ClientError, DecodeError, Disconnected,
                       StreamdecError)
-from ..pcm import decode_pcm, deinterleave
 from .display import formatted
 from .options import StreamOptions
 from .session import DRAIN, Close, Feed, Finish, ForceFinal, Reopen, Reply, Retune, Send

@@ -23,9 +23,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ..appconfig import AudioConfig
+from ..core.recognizer import Recognizer
 from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
-from ..recognizer import Recognizer
 from .access import Access, Refusal, TwilioAuth, overload_check, read_secret, read_tokens
 from .call_relay import CallRelay
 from .config import ServerConfig

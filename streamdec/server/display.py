@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
+from ..core.results import Result
 from ..errors import ClientError, StreamdecError
-from ..results import Result
 from ..textfmt import default_formatter
 
 __all__ = ["formatted", "display_fields"]

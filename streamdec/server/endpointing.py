@@ -2,7 +2,7 @@
 server's bounds, on any protocol (sherpa-onnx: URL query parameters; Vosk: config keys).
 
 =================================  =========================================================
-key (N = 1, 2, 3)                  meaning (seconds; the rules of ``streamdec.endpoint``)
+key (N = 1, 2, 3)                  meaning (seconds; the rules of ``streamdec.core.endpoint``)
 =================================  =========================================================
 ``ruleN_min_trailing_silence``     rule N fires after this much trailing silence ...
 ``ruleN_min_utterance_length``     ... once the utterance is at least this long
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from ..endpoint import EndpointConfig
+from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError
 
 __all__ = ["ENDPOINT_KEYS", "EndpointLimits", "endpoint_config"]

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from ..endpoint import EndpointConfig
+from ..audio.pcm import ENCODINGS
+from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError, OptionError
-from ..pcm import ENCODINGS
 from ..search.config import SEARCH_METHODS, SearchConfig, require_beam_search, with_beam_search
 from ..textfmt.format import check_text_format
 from ..validation import unknown_names

@@ -21,8 +21,8 @@ import json
 
 import numpy as np
 
+from ..core.results import Result
 from ..errors import ClientError
-from ..results import Result
 from .display import display_fields
 from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
 

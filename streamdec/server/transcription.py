@@ -30,13 +30,13 @@ from typing import Sequence
 
 import numpy as np
 
+from ..core.endpoint import EndpointConfig
+from ..core.results import Result
 from ..engine import run_stream
 from ..errors import ConfigError, DecodeError, StreamdecError, UploadError
-from ..formats import shown_text, shown_words, subtitles, transcript
-from ..results import Result
+from ..files.formats import shown_text, shown_words, subtitles, transcript
 from ..textfmt import check_text_format, default_formatter
 from ..validation import unknown_names
-from ..endpoint import EndpointConfig
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["RESPONSE_FORMATS", "render", "read_form", "read_upload", "UploadError"]

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ..audio.pcm import decode_pcm
 from ..errors import ClientError
-from ..pcm import decode_pcm
 from . import jsontext
 from .call_events import (DTMF_DIGITS, CallAudio, CallDtmf, CallEnded, CallEvent, CallNote,
                           CallStarted)

@@ -32,14 +32,14 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..endpoint import EndpointConfig
+from ..core.endpoint import EndpointConfig
+from ..core.results import Result
 from ..errors import ClientError, ConfigError
-from ..results import Result
 from ..search.config import SearchConfig
 from ..validation import unknown_names
-from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 from . import jsontext
 from .display import display_fields
+from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 from .options import MAX_RATE, MIN_RATE, StreamOptions
 from .session import DRAIN, Close, Command, Feed, Finish, Reopen, Reply, Retune, Send
 

@@ -180,8 +180,8 @@ def _forget(share: ServerShare, index: int, pid: int) -> None:
 def _worker_main(app, index: int, share: ServerShare, supervisor: int) -> None:
     """One worker process: a recognizer, an engine and the listeners (SO_REUSEPORT)."""
     from .. import allocator
+    from ..core.recognizer import Recognizer
     from ..errors import StreamdecError
-    from ..recognizer import Recognizer
     from .context import ServerContext
     from .run import run_loop, serve
 

@@ -31,7 +31,7 @@ FIN text frame (byte 0 ``0x81``, the 7-, 16- or 64-bit length, the UTF-8 payload
 bytes websockets would write) in one ``transport.write``; anything else (binary, close,
 a connection closing or whose writes are paused) is uvicorn's ``send``, unchanged.
 
-What uvicorn leaves to the app, for peers that misbehave (``bench/hostile.py`` tries each):
+What uvicorn leaves to the app, for peers that misbehave (``bench/daemon/hostile.py`` tries each):
 
 - a text message that is not UTF-8 closes the connection with 1007, as uvicorn does, but
   without the traceback uvicorn logs for each one;

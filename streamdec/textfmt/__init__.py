@@ -12,7 +12,7 @@ import functools
 import importlib.util
 import threading
 
-from ..results import Result
+from ..core.results import Result
 from .format import TEXT_FORMATS, Formatted, check_text_format, format_words
 
 __all__ = ["TEXT_FORMATS", "Formatted", "check_text_format", "format_words",

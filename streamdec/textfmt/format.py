@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ..core.results import Word
 from ..errors import ConfigError
-from ..results import Word
 
 __all__ = ["TEXT_FORMATS", "check_text_format", "Formatted", "format_words"]
 

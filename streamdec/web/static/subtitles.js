@@ -1,7 +1,7 @@
 // The captioning page's transcript: words of sherpa-onnx results, and the TXT and SRT
 // downloads.
 //
-// The SRT follows the rules of streamdec.formats (the Python side), which the tests check
+// The SRT follows the rules of streamdec.files.formats (the Python side), which the tests check
 // against this file on the same results: cues of at most MAX_LINES lines of at most
 // MAX_LINE_CHARS characters and at most MAX_CUE_SECONDS on screen, split between words by
 // the words' times, never across segments. Change both together.
@@ -105,7 +105,7 @@ export function wrapLines(words, maxChars = MAX_LINE_CHARS, maxLines = MAX_LINES
   return fill(words, maxChars);
 }
 
-// Display times of a cue from word `first` to word `last` (see streamdec.formats.cue_times).
+// Display times of a cue from word `first` to word `last` (see streamdec.files.formats.cue_times).
 export function cueTimes(first, last, nextStart, maxSeconds = MAX_CUE_SECONDS) {
   const start = first.start;
   let end = Math.max(last.end + CUE_TAIL, start + MIN_CUE_SECONDS);
