@@ -15,11 +15,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import beam_parity  # noqa: E402
-import latency  # noqa: E402
-import load  # noqa: E402
-import overhead  # noqa: E402
-import throughput  # noqa: E402
+from bench.daemon import load  # noqa: E402
+from bench.decode import beam_parity, latency, overhead, throughput  # noqa: E402
 from bench.common.peer import (model_config, model_files, model_report,  # noqa: E402
                                serve_model_args)
 from bench.daemon.servers import Settings, sherpa_server_args  # noqa: E402
