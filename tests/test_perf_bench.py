@@ -37,7 +37,7 @@ def check_configurations(report: dict, streams: list[int], drivers: tuple = ()) 
 @pytest.mark.slow
 def test_throughput_smoke(tmp_path):
     out = tmp_path / "throughput.json"
-    report = run_bench("throughput.py", out, "--streams", "1,2", "--profile", "2",
+    report = run_bench("decode/throughput.py", out, "--streams", "1,2", "--profile", "2",
                        "--drivers", "recognizer,engine", *SMALL)
     confs = check_configurations(report, [1, 2], ("recognizer", "engine"))
     utts = report["setup"]["utterances"]
@@ -60,7 +60,7 @@ def test_throughput_smoke(tmp_path):
 
 @pytest.mark.slow
 def test_overhead_smoke(tmp_path):
-    report = run_bench("overhead.py", tmp_path / "overhead.json", "--streams", "2", *SMALL)
+    report = run_bench("decode/overhead.py", tmp_path / "overhead.json", "--streams", "2", *SMALL)
     for c in check_configurations(report, [2]):
         assert c["bare"]["calls"]["encoder"] >= 1 and c["bare"]["calls"]["joiner"] >= 1
         assert set(c["streamdec"]["seconds"]) == {"decode", "features", "encoder", "search",
@@ -73,8 +73,8 @@ def test_overhead_smoke(tmp_path):
 def test_throughput_alternates_the_arena_settings(tmp_path):
     """--cpu-arena on,off: one configuration per setting, each against the same sherpa-onnx
     runs; the arena changes no transcript."""
-    report = run_bench("throughput.py", tmp_path / "t.json", "--streams", "2", "--profile", "0",
-                       "--cpu-arena", "on,off", "--seconds", "4", "--runs", "2",
+    report = run_bench("decode/throughput.py", tmp_path / "t.json", "--streams", "2",
+                       "--profile", "0", "--cpu-arena", "on,off", "--seconds", "4", "--runs", "2",
                        "--search", "greedy")
     confs = report["configurations"]
     assert [c["cpu_arena"] for c in confs] == [True, False]
@@ -87,9 +87,9 @@ def test_throughput_alternates_the_arena_settings(tmp_path):
 def test_throughput_alternates_the_state_settings(tmp_path):
     """--shared-states on,off: encoder states as rows of the batch and split out per stream,
     one configuration each against the same sherpa-onnx runs, with the same transcripts."""
-    report = run_bench("throughput.py", tmp_path / "t.json", "--streams", "3", "--profile", "0",
-                       "--shared-states", "on,off", "--seconds", "6", "--runs", "2",
-                       "--search", "greedy")
+    report = run_bench("decode/throughput.py", tmp_path / "t.json", "--streams", "3",
+                       "--profile", "0", "--shared-states", "on,off", "--seconds", "6",
+                       "--runs", "2", "--search", "greedy")
     confs = report["configurations"]
     assert [c["shared_states"] for c in confs] == [True, False]
     assert confs[0]["sherpa_onnx"] == confs[1]["sherpa_onnx"]
@@ -104,9 +104,9 @@ def test_throughput_alternates_the_graph_settings(tmp_path):
     convolutions rewritten)."""
     model = REPO / "tests" / "fixtures" / "published-layouts" / \
         "A-streaming-zipformer2-chunk-16-left-128"
-    report = run_bench("throughput.py", tmp_path / "t.json", "--streams", "2", "--profile", "0",
-                       "--graph-rewrites", "on,off", "--seconds", "4", "--runs", "2",
-                       "--search", "greedy", "--model-dir", str(model))
+    report = run_bench("decode/throughput.py", tmp_path / "t.json", "--streams", "2",
+                       "--profile", "0", "--graph-rewrites", "on,off", "--seconds", "4",
+                       "--runs", "2", "--search", "greedy", "--model-dir", str(model))
     confs = report["configurations"]
     assert [c["graph_rewrites"] for c in confs] == [True, False]
     assert confs[0]["sherpa_onnx"] == confs[1]["sherpa_onnx"]
@@ -118,7 +118,7 @@ def test_ort_profile_smoke(tmp_path):
     number of runs, node time within run time, operators and nodes compared."""
     model = REPO / "tests" / "fixtures" / "published-layouts" / \
         "A-streaming-zipformer2-chunk-16-left-128"
-    report = run_bench("ort_profile.py", tmp_path / "p.json", "--streams", "2", "--seconds",
+    report = run_bench("decode/ort_profile.py", tmp_path / "p.json", "--streams", "2", "--seconds",
                        "4", "--runs", "1", "--search", "greedy", "--model-dir", str(model))
     ours, theirs = report["streamdec"], report["sherpa_onnx"]
     assert ours["encoder_runs"] == theirs["encoder_runs"] > 0
@@ -138,7 +138,7 @@ def test_model_load_smoke(tmp_path):
     processes of its own: seconds, RSS and peak RSS of each."""
     model = REPO / "tests" / "fixtures" / "published-layouts" / \
         "A-streaming-zipformer2-chunk-16-left-128"
-    report = run_bench("model_load.py", tmp_path / "m.json", "--runs", "1", "--model-dir",
+    report = run_bench("decode/model_load.py", tmp_path / "m.json", "--runs", "1", "--model-dir",
                        str(model))
     assert set(report["graph_rewrites"]) == {"on", "off"}
     for got in report["graph_rewrites"].values():
@@ -150,8 +150,9 @@ def test_model_load_smoke(tmp_path):
 def test_arena_bench_smoke(tmp_path):
     """bench/decode/arena.py: the three session settings give the same encoder outputs; each has
     its CPU and page faults per chunk, and its memory from a process of its own."""
-    report = run_bench("arena.py", tmp_path / "arena.json", "--streams", "2", "--chunks", "2",
-                       "--warm", "1", "--runs", "2", "--max-batch", "3", "--calls", "3")
+    report = run_bench("decode/arena.py", tmp_path / "arena.json", "--streams", "2",
+                       "--chunks", "2", "--warm", "1", "--runs", "2", "--max-batch", "3",
+                       "--calls", "3")
     settings = ["arena", "malloc", "arena+patterns"]
     assert report["setup"]["settings"] == {
         "arena": {"cpu_arena": True, "memory_patterns": False},
@@ -168,7 +169,7 @@ def test_arena_bench_smoke(tmp_path):
 
 @pytest.mark.slow
 def test_latency_smoke(tmp_path):
-    report = run_bench("latency.py", tmp_path / "latency.json", "--streams", "2",
+    report = run_bench("decode/latency.py", tmp_path / "latency.json", "--streams", "2",
                        "--seconds", "1.5", "--runs", "1", "--search", "greedy,modified_beam")
     for c in check_configurations(report, [2]):
         for peer in ("streamdec", "sherpa_onnx"):
@@ -180,7 +181,7 @@ def test_latency_smoke(tmp_path):
 def test_load_smoke_both_servers(tmp_path):
     """Two real-time clients against streamdec serve and sherpa-onnx's C++ server, each
     started by the script on the built-in model; memory probe and message cost too."""
-    report = run_bench("load.py", tmp_path / "load.json", "--streams", "2", "--seconds", "3",
+    report = run_bench("daemon/load.py", tmp_path / "load.json", "--streams", "2", "--seconds", "3",
                        "--warmup", "0", "--memory-probe", "2", "--message-cost", "20",
                        "--spread", "chunk",
                        "--b-arg=--event-loop", "--b-arg=asyncio", "--b-tree", str(REPO))
@@ -246,7 +247,7 @@ def test_load_clients_start_over_a_message_or_evenly_over_a_model_chunk():
 
 def test_call_relay_bench_smoke(tmp_path):
     out = tmp_path / "call-relay.json"
-    report = run_bench("call_relay.py", out, "--messages", "200", "--runs", "2")
+    report = run_bench("daemon/call_relay.py", out, "--messages", "200", "--runs", "2")
     assert report["setup"]["messages"] == 200 and report["setup"]["runs"] == 2
     assert set(report["us_per_message"]) == {"local", "forwarded", "unwatched"}
     assert all(v["median"] > 0 for v in report["us_per_message"].values())
@@ -255,7 +256,7 @@ def test_call_relay_bench_smoke(tmp_path):
 
 def test_fbank_bench_smoke(tmp_path):
     out = tmp_path / "fbank.json"
-    report = run_bench("fbank.py", out, "--streams", "1,2", "--seconds", "3", "--runs", "1")
+    report = run_bench("decode/fbank.py", out, "--streams", "1,2", "--seconds", "3", "--runs", "1")
     assert [c["streams"] for c in report["configurations"]] == [1, 2]
     for c in report["configurations"]:
         assert c["streamdec"]["median"] > 0
