@@ -60,8 +60,9 @@ def footer(fig, sources: list[str]) -> None:
 
 
 # -- the plots --------------------------------------------------------------------------------
-LOAD_REPORTS = ["stop38/ab-buffers-spread-chunk.json", "stop38/capacity-spread-chunk-320-400.json",
-                "stop38/capacity-spread-chunk.json"]
+LOAD_REPORTS = ["2026-12-04-stream-buffers/ab-buffers-spread-chunk.json",
+                "2026-12-04-stream-buffers/capacity-spread-chunk-320-400.json",
+                "2026-12-04-stream-buffers/capacity-spread-chunk.json"]
 
 
 def against_streams(lines, title: str, cpu_label: str):
@@ -211,13 +212,14 @@ class Plot:
 
 PLOTS = [
     Plot("load-vs-streams", load_vs_streams, LOAD_REPORTS),
-    Plot("capacity-ray", capacity_ray, ["capacity/single.json", "capacity/single2.json",
-                                        "capacity/ray1.json", "capacity/ray1b.json",
-                                        "capacity/ray2.json", "capacity/ray2b.json"]),
-    Plot("wer-by-search", wer_by_search, ["stop53/search-shipped.json",
-                                          "stop53/realvoice-shipped.json"]),
-    Plot("cpu-split", cpu_split, ["stop40/threads-spread-chunk.json", "stop40/fbank.json"]),
-    Plot("throughput", throughput, ["throughput-k1-k100.json", "throughput-k16-k64.json"]),
+    Plot("capacity-ray", capacity_ray, [f"2026-11-30-ray-capacity/{name}.json" for name in
+                                        ("single", "single2", "ray1", "ray1b", "ray2", "ray2b")]),
+    Plot("wer-by-search", wer_by_search, ["2026-12-07-builtin-model/search-shipped.json",
+                                          "2026-12-07-builtin-model/realvoice-shipped.json"]),
+    Plot("cpu-split", cpu_split, ["2026-12-04-cpu-split/threads-spread-chunk.json",
+                                  "2026-12-04-cpu-split/fbank.json"]),
+    Plot("throughput", throughput, ["2026-11-30-decoder-vs-sherpa-onnx/throughput-k1-k100.json",
+                                    "2026-11-30-decoder-vs-sherpa-onnx/throughput-k16-k64.json"]),
 ]
 
 

@@ -8,9 +8,9 @@ the same blocks many times a second maps them afresh every time and pays a page 
 4 KiB touched (the fbank of 128 frames alone took twice as long as with the memory kept,
 on one VM), and the process's memory goes up and down with the load's largest blocks: in
 a 10-minute soak at 100 streams its RSS grew 7.85 % after the first minute, in steps, and
-1.37 % with these settings, for the same CPU (bench/results/stop31/README.md). Each thread that calls
-``malloc`` may also get an arena of its own (up to 8 per core), which is memory held per
-decode thread.
+1.37 % with these settings, for the same CPU (bench/results/2026-12-02-allocator/README.md).
+Each thread that calls ``malloc`` may also get an arena of its own (up to 8 per core),
+which is memory held per decode thread.
 
 ``configure()`` sets, through ``mallopt``, once per process:
 
@@ -26,7 +26,8 @@ parameter              value        why
 The process's memory then rises to the working set of its load and stays there instead of
 going up and down with every block; the top of a heap that a rare peak left free (a burst
 of load: 6 MB once in a 10-minute soak at 200 streams) goes back to the system instead of
-being kept for good (the threshold was 64 MiB until stop 37: bench/results/stop37).
+being kept for good (the threshold was 64 MiB before 2026-12-04:
+bench/results/2026-12-04-memory-growth).
 
 A parameter whose glibc environment variable is set (``MALLOC_TRIM_THRESHOLD_``,
 ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``MALLOC_ARENA_MAX``), or any when

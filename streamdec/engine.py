@@ -67,11 +67,12 @@ HEAVY_MODEL_WEIGHTS = 10_000_000
 #: built-in model (3 M weights), whose batches cost a fraction of a millisecond a stream,
 #: so the daemon decodes hundreds of streams: batches of up to 32, 3 decode threads, so
 #: that one batch's encoder runs on a second core while another batch decodes (measured
-#: best on 2 cores: stop30 in bench/results). Heavy: the published 20 M and 66 M zipformers,
+#: best on 2 cores: bench/results/2026-12-02-decode-threads). Heavy: the published 20 M and
+#: 66 M zipformers,
 #: whose batches take 25-53 ms for 1-4 streams (66 M int8), so a 2-core machine holds tens
 #: of streams in batches of a few: a third thread's batch only shares a core with another
 #: one's, and a warm-up at 16 needs half the memory of one at 32 (chunk p95 5-19 % lower,
-#: 415 MB before the first client instead of 828: bench/results/stop50).
+#: 415 MB before the first client instead of 828: bench/results/2026-12-06-sized-models-capacity).
 LIGHT_SIZES, HEAVY_SIZES = (32, 3), (16, 2)
 
 

@@ -48,7 +48,8 @@ def _sounddevice():
         import sounddevice
     except ImportError:
         raise MicrophoneError("capturing audio needs the sounddevice package: "
-                              "pip install 'streamdec[mic]'") from None
+                              "python3 -m pip install -e '.[mic]' in the streamdec folder") \
+            from None
     except OSError as e:  # sounddevice could not load the PortAudio library
         raise MicrophoneError(f"{e}: capturing audio needs the PortAudio library (Debian/"
                               "Ubuntu: apt install libportaudio2; macOS: brew install "

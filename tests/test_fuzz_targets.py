@@ -2,7 +2,8 @@
 crashed a target (bench/fuzz/crashes/TARGET/, replayed after its fix) goes through its
 target; and a smoke run of the campaign's runner (``run.py``, 2 s a target, two at a
 time) gets a report with inputs tried, coverage and no failure for every target. The
-long campaign (bench/results/stop41/fuzz-campaign.json) never runs here."""
+long campaign (bench/results/2026-12-04-hostile-clients-and-fuzzing/fuzz-campaign.json)
+never runs here."""
 
 from __future__ import annotations
 

@@ -269,8 +269,8 @@ def test_no_input_device(tmp_path):
      "library (Debian/Ubuntu: apt install libportaudio2; macOS: brew install portaudio)\n"),
     # sounddevice itself not installed
     ("raise ModuleNotFoundError(\"No module named 'sounddevice'\")",
-     "streamdec: error: capturing audio needs the sounddevice package: pip install "
-     "'streamdec[mic]'\n"),
+     "streamdec: error: capturing audio needs the sounddevice package: python3 -m pip "
+     "install -e '.[mic]' in the streamdec folder\n"),
 ])
 def test_portaudio_missing(tmp_path, stub, message):
     (tmp_path / "sounddevice.py").write_text(stub + "\n")

@@ -77,9 +77,9 @@ def test_family_table_is_the_fallback():
 def test_sessions_keep_an_arena_without_memory_patterns_unless_told(model_dirs, cpu_arena,
                                                                      patterns):
     """The CPU arena saves each run mapping its tensors afresh (the 66 M zipformer2's
-    encoder 6-16 % slower without it: bench/results/stop47); memory patterns are off with
-    it, or the arena grows with each new batch size. cpu_arena=False: malloc and patterns
-    (stop 37's setting)."""
+    encoder 6-16 % slower without it: bench/results/2026-12-06-sized-models-in-process);
+    memory patterns are off with it, or the arena grows with each new batch size.
+    cpu_arena=False: malloc and patterns (the setting before 2026-12-06)."""
     model = load_model(ModelConfig(model_dir=str(model_dirs["lstm"]), cpu_arena=cpu_arena))
     for session in (model.encoder, model.decoder, model.joiner):
         options = session.get_session_options()

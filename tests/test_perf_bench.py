@@ -263,6 +263,6 @@ def test_fbank_bench_smoke(tmp_path):
         assert set(c["kaldi_native_fbank"]) == {"compute", "compute_and_read"}
         assert c["ratio"] > 0
     # the same log-mel features up to float rounding (tests/test_fbank.py checks them bin by
-    # bin): 6.2e-4 over the whole dev set (bench/results/stop40/fbank.json)
+    # bin): 6.2e-4 over the whole dev set (bench/results/2026-12-04-cpu-split/fbank.json)
     assert 0 <= report["max_abs_difference"] < 1e-2
     assert report["setup"]["frames"] > 0

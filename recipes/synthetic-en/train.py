@@ -10,7 +10,7 @@ running) are picked up at the next epoch.
 
 Every ``--ckpt-min`` minutes: exp/last.pt (resume point). Every ``--eval-min``
 minutes: greedy CER/WER on the dev sets -> exp/curves.tsv, best by ``--select-by``'s CER
-(espeak; stage 3d: piper; real English: heldout) -> exp/best.pt. Log: exp/train.log (stdout).
+(espeak; step 3d: piper; real English: heldout) -> exp/best.pt. Log: exp/train.log (stdout).
 
 ``--init``: start from the weights of a training checkpoint or an exported model.pt
 (fine-tuning; the training-only heads start fresh where the file has none).

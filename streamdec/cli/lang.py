@@ -134,8 +134,8 @@ def write_g_fst(arpa: Path, out: Path, words: Path, order: int) -> None:
     try:
         import kaldilm
     except ImportError as e:
-        raise ConfigError("G.fst needs kaldilm (pip install 'streamdec[words]'); "
-                          "or pass --no-fst") from e
+        raise ConfigError("G.fst needs kaldilm (python3 -m pip install -e '.[words]' in "
+                          "the streamdec folder); or pass --no-fst") from e
     kw = {"read_symbol_table": str(words)} if words.is_file() else {}
     kaldilm.arpa2fst(input_arpa=str(arpa), output_fst=str(out), disambig_symbol="#0",
                      max_order=order, **kw)

@@ -109,7 +109,8 @@ def chosen_text_format(given: str | None, default: str) -> str:
         return given
     if default == "full" and not itn_available():
         print("streamdec: note: finals get punctuation and casing, but numbers, dates and "
-              "times stay in words: pip install 'streamdec[text]' for --text-format full",
+              "times stay in words: python3 -m pip install -e '.[text]' in the streamdec "
+              "folder for --text-format full",
               file=sys.stderr)
         return "punct"
     return default

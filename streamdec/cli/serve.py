@@ -119,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
         from ..server.context import ServerContext
         from ..server.run import run_loop, serve
     except ImportError as e:
-        print(f"streamdec: error: serve needs the server extra (pip install "
-              f"'streamdec[server]'): {e}", file=sys.stderr)
+        print("streamdec: error: serve needs the server extra "
+              f"(python3 -m pip install -e '.[server]' in the streamdec folder): {e}",
+              file=sys.stderr)
         return 2
     from ..core.recognizer import Recognizer
 

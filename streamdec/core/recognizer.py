@@ -217,7 +217,7 @@ class Recognizer:
         compute it and drop it (its streams belong to nobody). A decode's memory (the C
         heap its tensors and arrays come from) grows to the largest batches it has run and
         stays there; running the largest first reaches that mark at start instead of at the
-        first burst of load (bench/results/stop37)."""
+        first burst of load (bench/results/2026-12-04-memory-growth)."""
         features = self.config.features
         fs = features.sample_rate
         samples = np.zeros(int(fs * (features.frame_length_ms / 1000))

@@ -128,7 +128,8 @@ def write_k2_dict(fst: LexiconFst, path: str | Path) -> None:
     try:
         import torch
     except ImportError as e:
-        raise ConfigError("writing L.pt needs torch (pip install 'streamdec[torch]')") from e
+        raise ConfigError("writing L.pt needs torch (python3 -m pip install -e '.[torch]' "
+                          "in the streamdec folder)") from e
     rows, aux = _k2_rows(fst)
     torch.save({"arcs": torch.tensor(rows, dtype=torch.int32),
                 "aux_labels": torch.tensor(aux, dtype=torch.int32), "labels_version": 0},
@@ -154,5 +155,6 @@ def write_openfst(fst: LexiconFst, path: str | Path) -> None:
     try:
         import kaldifst  # noqa: F401
     except ImportError as e:
-        raise ConfigError("writing L.fst needs kaldifst (pip install 'streamdec[words]')") from e
+        raise ConfigError("writing L.fst needs kaldifst (python3 -m pip install -e '.[words]' "
+                          "in the streamdec folder)") from e
     to_openfst(fst).write(str(path))

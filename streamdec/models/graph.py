@@ -9,10 +9,10 @@ a few dozen multiply-adds each. A 2-D depthwise convolution goes to its NCHWc tr
 blocked depthwise kernel instead. Other grouped convolutions (the decoders' context
 convolution: 4 channels a group) stay as they are: as 2-D they were no faster (-1 to +12 %
 more time). Measured on this project's 2-vCPU VM (AMD EPYC, Zen 4), ONNX Runtime 1.32, one
-node at 16 streams (``bench/results/stop49/experiments``): 0.7-1.9 ms as 1-D, 0.04-0.15 ms
-as 2-D; the 66 M zipformer2 spent 36 % of its encoder time in these nodes. The output
-differs only by the order of the float sums (a few 1e-6). The new graph holds the same
-weights (their shape gets the extra axis of 1, the bytes are the same) and an
+node at 16 streams (``bench/results/2026-12-06-sized-models/experiments``): 0.7-1.9 ms as
+1-D, 0.04-0.15 ms as 2-D; the 66 M zipformer2 spent 36 % of its encoder time in these
+nodes. The output differs only by the order of the float sums (a few 1e-6). The new graph
+holds the same weights (their shape gets the extra axis of 1, the bytes are the same) and an
 ``Unsqueeze``/``Squeeze`` pair around each such convolution. ``ModelConfig.graph_rewrites =
 false`` loads the files unchanged.
 """

@@ -102,8 +102,8 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     # arena grows with every new batch size and keeps it all (+100-110 MB, 66 M, batches of
     # 1-32 after a warm-up at 32; +3 to +10 MB without them). The arena keeps the largest
     # batch's working set: 25-90 MB more RSS than malloc between decodes, on these models
-    # (bench/results/stop47). cpu_arena=False: malloc and patterns, which hand a burst's
-    # memory back (bench/results/stop37).
+    # (bench/results/2026-12-06-sized-models-in-process). cpu_arena=False: malloc and
+    # patterns, which hand a burst's memory back (bench/results/2026-12-04-memory-growth).
     opts.enable_cpu_mem_arena = config.cpu_arena
     opts.enable_mem_pattern = not config.cpu_arena
     if profile is not None:

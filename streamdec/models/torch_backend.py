@@ -32,7 +32,8 @@ class TorchTransducer:
             import torch
         except ImportError:
             raise ModelLoadError("the torch backend needs PyTorch: "
-                                 "pip install 'streamdec[torch]'") from None
+                                 "python3 -m pip install -e '.[torch]' in the streamdec "
+                                 "folder") from None
         self._torch = torch
         path = files.directory / "model.pt"
         if not path.is_file():

@@ -186,8 +186,8 @@ def serve_on_ray(app: AppConfig) -> int:
         import ray
         from ray import serve
     except ImportError as e:
-        raise ConfigError(f"--ray needs the ray extra (pip install 'streamdec[ray]'): {e}") \
-            from None
+        raise ConfigError(f"--ray needs the ray extra (python3 -m pip install -e '.[ray]' "
+                          f"in the streamdec folder): {e}") from None
     for name in ("ray", "ray.serve"):
         logging.getLogger(name).setLevel(logging.WARNING)
 

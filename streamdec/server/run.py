@@ -87,7 +87,8 @@ def run_loop(main: Coroutine[object, object, int], kind: str = "auto") -> int:
             if kind == "uvloop":
                 main.close()
                 raise ConfigError("server.event_loop uvloop: the uvloop package is not "
-                                  "installed (pip install 'streamdec[server]')") from None
+                                  "installed (python3 -m pip install -e '.[server]' in the "
+                                  "streamdec folder)") from None
         else:
             return uvloop.run(main)
     return asyncio.run(main)

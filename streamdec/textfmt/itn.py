@@ -43,8 +43,9 @@ def _wetext(directory: Path, build: bool):
         from itn.english.inverse_normalizer import InverseNormalizer as WeText
     except ImportError as e:
         raise ModelLoadError(f"inverse text normalisation (text_format full) needs the "
-                             f"wetextprocessing package: pip install 'streamdec[text]', or "
-                             f"use text_format punct or raw ({e})") from None
+                             f"wetextprocessing package (python3 -m pip install -e '.[text]' "
+                             f"in the streamdec folder), or use text_format punct or raw "
+                             f"({e})") from None
     logging.getLogger("wetext").setLevel(logging.WARNING)  # its per-load info lines
     if not build:
         missing = [p for p in (f"{_PREFIX}_tagger.fst", f"{_PREFIX}_verbalizer.fst")
