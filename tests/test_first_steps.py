@@ -66,6 +66,15 @@ def test_the_page_lists_its_environment_lines_and_its_commands():
     assert len(steps()) == 10 and sum(out is not None for _, out in steps()) == 5
 
 
+def test_readme_starts_with_the_pages_first_lines():
+    """README's clone and virtual environment are the page's, and its install line too."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [body for language, body in FENCE.findall(readme) if language == "sh"]
+    first = [line for commands, _ in steps()[:2] for line in commands]
+    assert blocks[0].splitlines() == first
+    assert blocks[1].startswith(ENVIRONMENT[2] + " && streamdec transcribe examples/hello.wav")
+
+
 @pytest.mark.slow
 def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_path):
     port = str(free_port())
