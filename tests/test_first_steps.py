@@ -80,7 +80,7 @@ def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_pa
     port = str(free_port())
     env = {**os.environ, "REPO": str(ROOT), "PYTHONPATH": os.pathsep.join(
         p for p in [str(ROOT), os.environ.get("PYTHONPATH", "")] if p)}
-    cwd, server, ran = tmp_path, None, 0
+    cwd, server, ran, outputs = tmp_path, None, 0, {}
     try:
         for commands, shown in steps():
             for line in commands:
@@ -98,7 +98,7 @@ def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_pa
                 run = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=cwd, env=env,
                                      capture_output=True, text=True, timeout=180 * UNIT)
                 assert run.returncode == 0, f"{line}\n---\n{run.stderr}"
-                output = run.stdout
+                output = outputs[line] = run.stdout
             if shown is not None:
                 assert [s.rstrip() for s in output.strip("\n").split("\n")] == \
                     [s.rstrip() for s in shown.strip("\n").split("\n")], line
@@ -107,6 +107,12 @@ def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_pa
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30 * UNIT)
     assert ran == sum(len(c) for c, _ in steps()) - len(ENVIRONMENT)
+    # the page says why the server's words differ from transcribe's, while they do
+    transcribed = outputs["streamdec transcribe examples/hello.wav"].strip()
+    streamed = outputs[f"python3 clients/sherpa_file.py examples/hello.wav --url "
+                       f"ws://127.0.0.1:{port}/"].split(maxsplit=1)[1].strip()
+    assert (transcribed != streamed) == ("a few words differ from `transcribe`'s" in
+                                         PAGE.read_text(encoding="utf-8"))
     assert server is not None and server.returncode == 0
 
 
