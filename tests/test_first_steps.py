@@ -66,6 +66,12 @@ def test_the_page_lists_its_environment_lines_and_its_commands():
     assert len(steps()) == 10 and sum(out is not None for _, out in steps()) == 5
 
 
+def test_the_install_size_is_the_installation_pages():
+    table = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+    size = re.search(r"^\| \(none\) \|.*\| ([\d.]+ [MG]B) \|$", table, re.M).group(1)
+    assert f"({size} in a fresh virtual environment" in PAGE.read_text(encoding="utf-8")
+
+
 def test_readme_starts_with_the_pages_first_lines():
     """README's clone and virtual environment are the page's, and its install line too."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
