@@ -16,9 +16,12 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # fonts-dejavu-core (the page's text in its screenshots): the captioning page's tests.
 # pocketsphinx-testdata, alsa-utils (/usr/share/sounds/alsa): real speech, the real-voice
 # benchmark's dev set (bench/accuracy/realvoice.py; its smoke test reads two files).
+# nginx: the shipped reverse proxy config (examples/deploy/nginx.conf) is run in a real
+# nginx in front of the server (tests/test_deploy_nginx.py); systemd: systemd-analyze
+# checks the shipped service unit (examples/deploy/streamdec.service).
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
       libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core
-      pocketsphinx-testdata alsa-utils"
+      pocketsphinx-testdata alsa-utils nginx systemd"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
