@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
     p.add_argument("--save", metavar="PREFIX",
                    help="also write the captured audio to PREFIX.wav (16-bit, the capture "
                         "rate) and what was said to PREFIX.srt (times in that audio)")
-    add_recognizer_options(p, words_default=True)
+    add_recognizer_options(p)
     p.set_defaults(run=run)
 
 
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         for d in require_input_devices():
             print(d.describe())
         return 0
-    app = app_config_from_args(args, words_default=True)
+    app = app_config_from_args(args)
     if args.rate is not None:
         require_sample_rate(args.rate, "--rate")
     device = find_input_device(args.device)
