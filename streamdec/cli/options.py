@@ -38,10 +38,10 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     """The recognizer's options; ``app_config_from_args`` applies them."""
     g = p.add_argument_group("recognizer", "The defaults below are the built-in settings; "
                              "--config replaces them and the options override both.")
-    g.add_argument("--config", help="TOML config file, or a name in configs/ "
+    g.add_argument("--config", metavar="CONFIG", help="TOML config file, or a name in configs/ "
                    "(default, telephony, low-latency, accurate) (default: none, the built-in "
                    "settings)")
-    g.add_argument("--model", metavar="DIR|NAME", help="model directory, or the name of a model "
+    g.add_argument("--model", metavar="MODEL", help="model directory, or the name of a model "
                    "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
                    help=f"inference backend (default: {ModelConfig.backend})")
@@ -55,37 +55,38 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
                        "sherpa-onnx takes it (default: found in the model directory)")
     g.add_argument("--tokens", metavar="FILE",
                    help="tokens.txt (default: the model directory's)")
-    g.add_argument("--num-threads", type=int,
+    g.add_argument("--num-threads", type=int, metavar="N",
                    help=f"threads per ONNX Runtime session (default: {ModelConfig.num_threads})")
     g.add_argument("--search", choices=SEARCH_METHODS, metavar="METHOD",
                    help=f"search method: {', '.join(SEARCH_METHODS)}; greedy drops the "
                    f"words (default: {DEFAULT_SEARCH_TEXT})")
-    g.add_argument("--beam", type=int,
+    g.add_argument("--beam", type=int, metavar="N",
                    help=f"beam size / max active paths (default: {WORDS_SEARCH.beam} with "
                    f"words, else {SearchConfig.beam})")
-    g.add_argument("--blank-penalty", type=float, help="subtracted from the blank logit "
+    g.add_argument("--blank-penalty", type=float, metavar="X", help="subtracted from the blank logit "
                    f"(default: {SearchConfig.blank_penalty:g})")
     beams = ", ".join(BEAM_SEARCHES)
-    g.add_argument("--hotwords-file", help="one phrase per line, optional ':score'; hotwords "
+    g.add_argument("--hotwords-file", metavar="FILE", help="one phrase per line, optional ':score'; hotwords "
                    f"need a beam search (--search {beams}), not greedy (default: none)")
-    g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token "
+    g.add_argument("--hotwords-score", type=float, metavar="X", help="default bonus per hotword token "
                    f"(default: {SearchConfig.hotwords_score:g})")
     g.add_argument("--lang", metavar="DIR", help="words: a lang directory (lexicon or "
                    "words.txt, and G.arpa) that constrains a beam search to its words; "
                    f"without --search, the {WORDS_SEARCH.method} words search with it "
                    "(default: the model directory's lang/, where it has one)")
-    g.add_argument("--word-lm-scale", type=float, help="weight of the word n-gram (--lang) "
+    g.add_argument("--word-lm-scale", type=float, metavar="X", help="weight of the word n-gram (--lang) "
                    f"(default: {SearchConfig.word_lm_scale:g})")
-    g.add_argument("--word-bonus", type=float, help="added per word (--lang) "
+    g.add_argument("--word-bonus", type=float, metavar="X", help="added per word (--lang) "
                    f"(default: {SearchConfig.word_bonus:g})")
     g.add_argument("--allow-oov", action="store_true", default=None,
                    help="let words outside the lexicon through, each paying --unk-penalty "
-                   "(default: off)")
-    g.add_argument("--unk-penalty", type=float, help="cost of an unknown word (--allow-oov) "
+                   f"(default: {'on' if WORDS_SEARCH.allow_oov else 'off'} with the model's "
+                   f"words, else {'on' if SearchConfig.allow_oov else 'off'})")
+    g.add_argument("--unk-penalty", type=float, metavar="X", help="cost of an unknown word (--allow-oov) "
                    f"(default: {SearchConfig.unk_penalty:g})")
     g.add_argument("--lm", metavar="FILE", help="neural unit LM (ONNX) for shallow fusion "
                    "(default: none)")
-    g.add_argument("--lm-scale", type=float, help="weight of the neural LM (--lm) "
+    g.add_argument("--lm-scale", type=float, metavar="X", help="weight of the neural LM (--lm) "
                    f"(default: {SearchConfig.lm_scale:g})")
     g.add_argument("--no-endpoint", action="store_true", help="never split into segments")
 

@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
                    help="write one FILE_STEM.<format> per input (txt for text; 'stdin' for "
                         f"{STDIN}); inputs whose output names would be the same are refused "
                         "(default: all to standard output)")
-    p.add_argument("--batch-size", type=int, default=8, help="files decoded at once")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N", help="files decoded at once")
     p.add_argument("--channel", type=int, metavar="N",
                    help="transcribe channel N (0-based) of multi-channel files, e.g. one side "
                         "of a stereo call recording (default: the channels' average)")
