@@ -50,3 +50,10 @@ def test_changelog_newest_release_is_the_package_version():
     released = RELEASED.findall(text)
     assert released, "CHANGELOG.md has no released version heading ('## [x.y.z] - date')"
     assert released[0] == streamdec.__version__
+
+
+def test_ray_serve_health_reports_the_version():
+    from streamdec.rayserve.collector import Collector
+
+    health = Collector().health()  # (no replica has reported yet: starting)
+    assert (health["status"], health["version"]) == ("starting", streamdec.__version__)
