@@ -7,7 +7,9 @@ A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoin
 detection, ``streamdec.audio.vad``), ``[audio]``, ``[server]`` (the
 daemon, ``streamdec.server.config``, with the engine's keys) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
-out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
+out keeps its default (a file without ``[search]`` gets the model's default search,
+``search.config.default_search``; a ``[search]`` table starts from ``SearchConfig``'s
+defaults, greedy). Unknown keys are errors (a typo must not be silently ignored).
 Relative paths in a file (``model.model_dir``, ``model.encoder`` etc., ``search.hotwords_file``, the server's
 ``token_file``, ``tls_cert``, ``tls_key``) are relative to the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
 else they name files of the model directory. The built-in configs (``default``,
@@ -83,7 +85,8 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
     rec = RecognizerConfig(
         model=build_table(ModelConfig, data.get("model", {}), f"{where} [model]"),
         features=build_table(FeatureConfig, data.get("features", {}), f"{where} [features]"),
-        search=build_table(SearchConfig, data.get("search", {}), f"{where} [search]"),
+        search=(build_table(SearchConfig, data["search"], f"{where} [search]")
+                if "search" in data else None),  # None: the model's default search
         endpoint=build_table(EndpointConfig, endpoint, f"{where} [endpoint]"),
         vad=build_table(VadConfig, data.get("vad", {}), f"{where} [vad]"))
     return AppConfig(recognizer=rec, audio=build_table(AudioConfig, data.get("audio", {}),

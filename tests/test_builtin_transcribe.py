@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from streamdec import EndpointConfig, Recognizer, RecognizerConfig
+from streamdec import EndpointConfig, Recognizer, RecognizerConfig, SearchConfig
 from streamdec.models import BUILTIN_MODEL_DIR
 from decode_utils import decode_in_pieces, finals, sherpa_decode
 
@@ -55,7 +55,10 @@ def speak(text: str, path, voice: str = "en-us+m3") -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def rec():
-    return Recognizer(RecognizerConfig(endpoint=EndpointConfig(enabled=False)))
+    """Greedy, named (the default with the built-in model is its words), as sherpa-onnx's
+    greedy_search is compared with it."""
+    return Recognizer(RecognizerConfig(search=SearchConfig(),
+                                       endpoint=EndpointConfig(enabled=False)))
 
 
 def test_readme_example_is_transcribed():
@@ -74,7 +77,7 @@ def test_readme_example_is_transcribed():
     assert cer(ref, p.stdout.strip()) < 0.2, p.stdout
     greedy = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "examples/hello.wav",
                              "--search", "greedy"], capture_output=True, text=True, timeout=120)
-    assert greedy.returncode == 0 and f"`--search greedy` (what `serve` uses by default) gives " \
+    assert greedy.returncode == 0 and f"`--search greedy` gives " \
         f"`{greedy.stdout.strip()}`" in page, greedy.stdout
     # the error rates the page gives for both
     assert wer(ref, p.stdout.strip()) == 3 / 18 and "(3 of 18 words wrong)" in page
@@ -111,6 +114,7 @@ def test_pytorch_backend_gives_the_onnx_tokens_on_the_builtin_model(rec, tmp_pat
     from streamdec import ModelConfig
 
     torch_rec = Recognizer(RecognizerConfig(model=ModelConfig(backend="torch"),
+                                            search=rec.config.search,
                                             endpoint=EndpointConfig(enabled=False)))
     for n, sentence in enumerate(SENTENCES):
         audio = speak(sentence, tmp_path / f"{n}.wav", voice="en-us+f2")

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,8 @@ import websockets
 from server_utils import (ServerProcess, UNIT, get, messages_until_closed,
                           read_sherpa_results, run, sherpa_client, sherpa_text, vosk_client,
                           vosk_text, wait_for_idle, wait_for_logged)
-from streamdec import Recognizer, SearchConfig
+from streamdec import Recognizer
+from streamdec.search.config import with_method
 from streamdec.textfmt import default_formatter
 from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
@@ -83,7 +85,11 @@ def two_utterances(clips, tmp_path_factory):
 
 
 def file_finals(rec, path, **search):
-    rec = rec if not search else Recognizer(rec.config.__class__(search=SearchConfig(**search)))
+    """The finals of ``path`` decoded here, with the server's rule for a connection's
+    ``search=`` (``with_method``) and the other ``search`` settings on top."""
+    if search:
+        chosen = with_method(rec.config.search, search.pop("method", rec.config.search.method))
+        rec = Recognizer(rec.config.__class__(search=replace(chosen, **search)))
     item = next(transcribe_files(rec, [path]))
     assert item.error is None
     return item.finals

@@ -51,6 +51,7 @@ from test_server_limits import self_signed
 
 sys.path.insert(0, str(REPO))
 
+from bench.captions import screenshot  # noqa: E402
 from bench.captions.caption_page import (CAPTURE_RATE, OTHER_NAME, launch, open_page,  # noqa: E402
                           sent_audio, to_int16, wait_until_sent)
 from playwright.sync_api import sync_playwright  # noqa: E402
@@ -182,12 +183,18 @@ def download(page, button: str) -> str:
 @pytest.mark.slow
 def test_page_captions_the_microphone_as_transcribe_does(server, browser, played, rec,
                                                           tmp_path):
-    page = open_page(browser, server.http("/"), viewport={"width": 1000, "height": 640})
+    page = open_page(browser, server.http("/"), viewport=screenshot.VIEWPORT)
     errors = []
     page.on("pageerror", lambda e: errors.append(e))
     page.click("#toggle")
     page.wait_for_selector('#status[data-state="listening"]', timeout=20_000 * UNIT)
     file_audio, _ = sf.read(str(played), dtype="int16")
+    # the docs' picture: while the second utterance is spoken (its partial under the first
+    # final), saved below once everything the page showed is checked
+    wait_until_sent(page, len(file_audio) - int((TAIL + 0.6) * CAPTURE_RATE),
+                    timeout=60 * UNIT)
+    page.wait_for_selector("#finals li", timeout=30_000 * UNIT)
+    picture, pictured = page.screenshot(), page_finals(page)
     # the file's speech has been sent, and its trailing silence but its last second
     wait_until_sent(page, len(file_audio) - CAPTURE_RATE, timeout=60 * UNIT)
     page.click("#toggle")
@@ -220,6 +227,8 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     assert page.inner_text("#partial") == ""
     assert download(page, "#download-txt") == "".join(r.display + "\n" for r in finals)
     assert download(page, "#download-srt") == subtitles(formatted, "srt")
+    assert pictured == page_finals(page)[:len(pictured)] and pictured  # the first final
+    screenshot.save(picture, pictured)  # docs/captioning-page.png, when the finals differ
 
 
 # -- the page's SRT rules against streamdec.files.formats ------------------------------------------

@@ -106,8 +106,8 @@ def main() -> None:
 
     # the words' times in the capture: transcribe on the saved samples, same options
     mic_parser = argparse.ArgumentParser()
-    add_recognizer_options(mic_parser, words_default=True)  # as streamdec mic parses them
-    app = app_config_from_args(mic_parser.parse_known_args(args.mic_options)[0], words_default=True)
+    add_recognizer_options(mic_parser)  # as streamdec mic parses them
+    app = app_config_from_args(mic_parser.parse_known_args(args.mic_options)[0])
     rec = Recognizer(app.recognizer)
     item = next(transcribe_files(rec, [str(work / "cap.wav")]))
     finals = [r for r in item.finals if r.words]

@@ -37,10 +37,12 @@ def _dir_parser() -> argparse.ArgumentParser:
     src.add_argument("--lexicon", type=Path, help="'word unit unit ...' lines")
     src.add_argument("--words", type=Path,
                      help="one word a line (an id may follow), spelled with the model's units")
-    p.add_argument("--model", metavar="DIR|NAME", help="model directory, or a model downloaded "
+    p.add_argument("--model", metavar="MODEL", help="model directory, or a model downloaded "
                    "by 'streamdec models get' (default: the built-in model)")
-    p.add_argument("--sil-unit", help="the model's silence unit, for optional silence")
-    p.add_argument("--sil-prob", type=float, default=0.5)
+    p.add_argument("--sil-unit", metavar="UNIT",
+                   help="the model's silence unit, for optional silence (default: none)")
+    p.add_argument("--sil-prob", type=float, default=0.5, metavar="P",
+                   help="probability of the optional silence (default: %(default)s)")
     p.add_argument("--no-fst", action="store_true", help="only the text files")
     return p
 
@@ -49,13 +51,15 @@ def _lm_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="streamdec lang lm",
                                 description="Estimate a modified Kneser-Ney word n-gram.")
     p.add_argument("text", type=Path, help="training text, one sentence a line")
-    p.add_argument("--order", type=int, default=3)
+    p.add_argument("--order", type=int, default=3, metavar="N",
+                   help="the n-gram's order (default: %(default)s)")
     p.add_argument("--out", type=Path, required=True, help="folder for G.arpa (and G.fst)")
     p.add_argument("--vocab", type=Path,
                    help="word list of the LM's vocabulary (default: OUT/words.txt if present, "
                         "else every word of the text)")
     p.add_argument("--prune", default="",
-                   help="count cutoffs for orders 2..N, e.g. '1,2' drops trigrams seen once")
+                   help="count cutoffs for orders 2..N, e.g. '1,2' drops trigrams seen once "
+                        "(default: none)")
     p.add_argument("--no-fst", action="store_true", help="only G.arpa")
     return p
 

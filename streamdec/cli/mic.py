@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
                        description="Caption an input device live: partial text rewritten in "
                                    "place, finals as lines with their times. Ctrl-C finishes "
                                    "the last utterance and exits.")
-    p.add_argument("--device", metavar="NAME|INDEX",
+    p.add_argument("--device", metavar="DEVICE",
                    help="input device: its index or (part of) its name, as --list-devices "
                         "shows them (default: the system's default input device)")
     p.add_argument("--list-devices", action="store_true",
@@ -48,12 +48,12 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=("text", "jsonl"), default="text",
                    help="text: captions for people; jsonl: one JSON object per partial/final "
                         "event, as 'transcribe --format jsonl' writes them, with the device "
-                        "name as 'file'")
+                        "name as 'file' (default: %(default)s)")
     add_text_format_option(p, "full")
     p.add_argument("--save", metavar="PREFIX",
                    help="also write the captured audio to PREFIX.wav (16-bit, the capture "
-                        "rate) and what was said to PREFIX.srt (times in that audio)")
-    add_recognizer_options(p, words_default=True)
+                        "rate) and what was said to PREFIX.srt (times in that audio) (default: none)")
+    add_recognizer_options(p)
     p.set_defaults(run=run)
 
 
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         for d in require_input_devices():
             print(d.describe())
         return 0
-    app = app_config_from_args(args, words_default=True)
+    app = app_config_from_args(args)
     if args.rate is not None:
         require_sample_rate(args.rate, "--rate")
     device = find_input_device(args.device)

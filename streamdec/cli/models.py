@@ -39,9 +39,10 @@ def add_parser(sub) -> None:
                           help="download a model into the cache (resumes, verifies)")
     get.add_argument("name", help="a name from 'streamdec models list'")
     src = get.add_mutually_exclusive_group()
-    src.add_argument("--url", help="download the archive from here instead (a mirror)")
+    src.add_argument("--url", help="download the archive from here instead (a mirror) "
+                     "(default: the catalog's URL)")
     src.add_argument("--from", dest="archive", metavar="FILE",
-                     help="install from an archive already on disk (offline)")
+                     help="install from an archive already on disk (offline) (default: none)")
     get.add_argument("--force", action="store_true",
                      help="download and replace it even when it is there already")
     get.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

@@ -11,11 +11,17 @@ from ..appconfig import AppConfig, load_config
 from ..core.recognizer import Recognizer
 from ..hub.cache import resolve_model_dir
 from ..models.config import ModelConfig
-from ..search.config import BEAM_SEARCHES, SEARCH_METHODS, SearchConfig
+from ..search.config import (BEAM_SEARCHES, SEARCH_METHODS, WORDS_SEARCH, SearchConfig,
+                             default_search, with_method)
 
-__all__ = ["HelpFormatter", "WORDS_CONFIG", "add_recognizer_options", "add_text_format_option",
-           "chosen_text_format", "words_by_default",
-           "app_config_from_args", "announce_model"]
+__all__ = ["HelpFormatter", "DEFAULT_SEARCH_TEXT", "add_recognizer_options",
+           "add_text_format_option", "chosen_text_format", "app_config_from_args",
+           "announce_model"]
+
+#: the default search in words, as every command's --help states it
+DEFAULT_SEARCH_TEXT = (f"the model's words ({WORDS_SEARCH.method}, beam {WORDS_SEARCH.beam}, "
+                       "its lang/) where its directory has lang/, as the built-in model "
+                       "does; else greedy")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -28,20 +34,14 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-WORDS_CONFIG = "accurate"  # what "words by default" means: the built-in config of that name
-
-
-def add_recognizer_options(p: argparse.ArgumentParser, words_default: bool = False) -> None:
-    """``words_default``: the command runs the built-in model with its words (``WORDS_CONFIG``)
-    unless told otherwise (see ``app_config_from_args``)."""
+def add_recognizer_options(p: argparse.ArgumentParser) -> None:
+    """The recognizer's options; ``app_config_from_args`` applies them."""
     g = p.add_argument_group("recognizer", "The defaults below are the built-in settings; "
                              "--config replaces them and the options override both.")
-    default = (f"{WORDS_CONFIG} (words in the search) unless --search is given, or --model "
-               "without --lang; else none, the built-in settings" if words_default
-               else "none, the built-in settings")
-    g.add_argument("--config", help="TOML config file, or a name in configs/ "
-                   f"(default, telephony, low-latency, accurate) (default: {default})")
-    g.add_argument("--model", metavar="DIR|NAME", help="model directory, or the name of a model "
+    g.add_argument("--config", metavar="CONFIG", help="TOML config file, or a name in configs/ "
+                   "(default, telephony, low-latency, accurate) (default: none, the built-in "
+                   "settings)")
+    g.add_argument("--model", metavar="MODEL", help="model directory, or the name of a model "
                    "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
                    help=f"inference backend (default: {ModelConfig.backend})")
@@ -55,34 +55,38 @@ def add_recognizer_options(p: argparse.ArgumentParser, words_default: bool = Fal
                        "sherpa-onnx takes it (default: found in the model directory)")
     g.add_argument("--tokens", metavar="FILE",
                    help="tokens.txt (default: the model directory's)")
-    g.add_argument("--num-threads", type=int,
+    g.add_argument("--num-threads", type=int, metavar="N",
                    help=f"threads per ONNX Runtime session (default: {ModelConfig.num_threads})")
-    g.add_argument("--search", choices=SEARCH_METHODS,
-                   help=f"search method (default: {SearchConfig.method})")
-    g.add_argument("--beam", type=int,
-                   help=f"beam size / max active paths (default: {SearchConfig.beam})")
-    g.add_argument("--blank-penalty", type=float, help="subtracted from the blank logit "
+    g.add_argument("--search", choices=SEARCH_METHODS, metavar="METHOD",
+                   help=f"search method: {', '.join(SEARCH_METHODS)}; greedy drops the "
+                   f"words (default: {DEFAULT_SEARCH_TEXT})")
+    g.add_argument("--beam", type=int, metavar="N",
+                   help=f"beam size / max active paths (default: {WORDS_SEARCH.beam} with "
+                   f"words, else {SearchConfig.beam})")
+    g.add_argument("--blank-penalty", type=float, metavar="X", help="subtracted from the blank logit "
                    f"(default: {SearchConfig.blank_penalty:g})")
     beams = ", ".join(BEAM_SEARCHES)
-    g.add_argument("--hotwords-file", help="one phrase per line, optional ':score'; hotwords "
+    g.add_argument("--hotwords-file", metavar="FILE", help="one phrase per line, optional ':score'; hotwords "
                    f"need a beam search (--search {beams}), not greedy (default: none)")
-    g.add_argument("--hotwords-score", type=float, help="default bonus per hotword token "
+    g.add_argument("--hotwords-score", type=float, metavar="X", help="default bonus per hotword token "
                    f"(default: {SearchConfig.hotwords_score:g})")
     g.add_argument("--lang", metavar="DIR", help="words: a lang directory (lexicon or "
-                   "words.txt, and G.arpa) that constrains a beam search to its words "
-                   "(default: none)")
-    g.add_argument("--word-lm-scale", type=float, help="weight of the word n-gram (--lang) "
+                   "words.txt, and G.arpa) that constrains a beam search to its words; "
+                   f"without --search, the {WORDS_SEARCH.method} words search with it "
+                   "(default: the model directory's lang/, where it has one)")
+    g.add_argument("--word-lm-scale", type=float, metavar="X", help="weight of the word n-gram (--lang) "
                    f"(default: {SearchConfig.word_lm_scale:g})")
-    g.add_argument("--word-bonus", type=float, help="added per word (--lang) "
+    g.add_argument("--word-bonus", type=float, metavar="X", help="added per word (--lang) "
                    f"(default: {SearchConfig.word_bonus:g})")
     g.add_argument("--allow-oov", action="store_true", default=None,
                    help="let words outside the lexicon through, each paying --unk-penalty "
-                   "(default: off)")
-    g.add_argument("--unk-penalty", type=float, help="cost of an unknown word (--allow-oov) "
+                   f"(default: {'on' if WORDS_SEARCH.allow_oov else 'off'} with the model's "
+                   f"words, else {'on' if SearchConfig.allow_oov else 'off'})")
+    g.add_argument("--unk-penalty", type=float, metavar="X", help="cost of an unknown word (--allow-oov) "
                    f"(default: {SearchConfig.unk_penalty:g})")
     g.add_argument("--lm", metavar="FILE", help="neural unit LM (ONNX) for shallow fusion "
                    "(default: none)")
-    g.add_argument("--lm-scale", type=float, help="weight of the neural LM (--lm) "
+    g.add_argument("--lm-scale", type=float, metavar="X", help="weight of the neural LM (--lm) "
                    f"(default: {SearchConfig.lm_scale:g})")
     g.add_argument("--no-endpoint", action="store_true", help="never split into segments")
 
@@ -121,35 +125,32 @@ def _override(obj, **changes):
     return replace(obj, **changes) if changes else obj
 
 
-def words_by_default(args: argparse.Namespace) -> bool:
-    """Whether a command with words by default runs ``WORDS_CONFIG``: no config named, no
-    ``--search``, and words to search with: the built-in model's lang/ (the one that config
-    names) or a ``--lang`` directory. Measured (MODEL.md, docs/words.md): one stream of it costs
-    3.5 % of a core (0.035 CPU s per audio s) and half a second more to start."""
-    model_flags = (args.model, args.encoder, args.decoder, args.joiner, args.tokens)
-    builtin = all(v is None for v in model_flags)
-    return args.config is None and args.search is None and (builtin or args.lang is not None)
-
-
-def app_config_from_args(args: argparse.Namespace, words_default: bool = False) -> AppConfig:
-    """The config file named by ``--config`` with the flags applied on top; with
-    ``words_default`` and nothing that says otherwise (``words_by_default``), the
-    ``WORDS_CONFIG`` built-in config in place of the built-in settings."""
-    app = load_config(WORDS_CONFIG if words_default and words_by_default(args) else args.config)
+def app_config_from_args(args: argparse.Namespace) -> AppConfig:
+    """The config file named by ``--config`` with the flags applied on top. Every command
+    reads its search from here: without ``--config``/``--search``, the model's default
+    search (``search.config.default_search``: words with the built-in model, greedy with
+    a model without ``lang/``), as the Python API's ``RecognizerConfig()`` and the server."""
+    app = load_config(args.config)
     rec = app.recognizer
-    rec = replace(
-        rec,
-        model=_override(rec.model, model_dir=resolve_model_dir(args.model), backend=args.backend,
-                        int8=args.int8, num_threads=args.num_threads, variant=args.model_variant,
-                        encoder=args.encoder, decoder=args.decoder, joiner=args.joiner,
-                        tokens=args.tokens),
-        search=_override(rec.search, method=args.search, beam=args.beam,
-                         blank_penalty=args.blank_penalty, hotwords_file=args.hotwords_file,
-                         hotwords_score=args.hotwords_score, lang_dir=args.lang,
-                         word_lm_scale=args.word_lm_scale, word_bonus=args.word_bonus,
-                         allow_oov=args.allow_oov, unk_penalty=args.unk_penalty,
-                         lm_file=args.lm, lm_scale=args.lm_scale),
-        endpoint=_override(rec.endpoint, enabled=False if args.no_endpoint else None))
+    model = _override(rec.model, model_dir=resolve_model_dir(args.model), backend=args.backend,
+                      int8=args.int8, num_threads=args.num_threads, variant=args.model_variant,
+                      encoder=args.encoder, decoder=args.decoder, joiner=args.joiner,
+                      tokens=args.tokens)
+    search = rec.search
+    if search == default_search(rec.model.path):  # the config's default: the model's own
+        search = default_search(model.path)
+    if args.search is not None:
+        search = with_method(search, args.search)
+    if args.lang is not None:
+        keep = args.search is not None or search.method in BEAM_SEARCHES
+        search = replace(search if keep else WORDS_SEARCH, lang_dir=args.lang)
+    search = _override(search, beam=args.beam, blank_penalty=args.blank_penalty,
+                       hotwords_file=args.hotwords_file, hotwords_score=args.hotwords_score,
+                       word_lm_scale=args.word_lm_scale, word_bonus=args.word_bonus,
+                       allow_oov=args.allow_oov, unk_penalty=args.unk_penalty,
+                       lm_file=args.lm, lm_scale=args.lm_scale)
+    rec = replace(rec, model=model, search=search,
+                  endpoint=_override(rec.endpoint, enabled=False if args.no_endpoint else None))
     return replace(app, recognizer=rec)
 
 

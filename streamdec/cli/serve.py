@@ -65,6 +65,19 @@ _FLAGS = [  # (flag, [server] key (server.config.SETTINGS), type, help)
 ]
 
 
+def _with_default(text: str, field: str) -> str:
+    """``text``, with ``ServerConfig``'s default of ``field`` where it does not say it
+    (the one home of the defaults: the flags show them, never restate them)."""
+    from ..server.config import ServerConfig
+
+    if "default" in text:
+        return text
+    config = ServerConfig()
+    value = getattr(config, field) if hasattr(config, field) else getattr(config.engine, field)
+    shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else value
+    return f"{text} (default: {shown})"
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="run the streaming transcription daemon",
                        description="Serve live transcription over WebSocket (sherpa-onnx "
@@ -72,7 +85,7 @@ def add_parser(sub) -> None:
                                    "(POST /v1/audio/transcriptions, /health, /metrics).")
     g = p.add_argument_group("server")
     for flag, field, kind, text in _FLAGS:
-        g.add_argument(flag, dest=f"server_{field}", type=kind, help=text,
+        g.add_argument(flag, dest=f"server_{field}", type=kind, help=_with_default(text, field),
                        metavar={int: "N", float: "X", str: "VALUE"}[kind])
     r = p.add_argument_group("ray", "Serve on Ray: the same ports, paths and options; "
                              "replicas and autoscaling from the config's [ray] table")
@@ -82,7 +95,7 @@ def add_parser(sub) -> None:
                    help="a fixed number of replicas (default: [ray] min/max_replicas)")
     r.add_argument("--ray-address", metavar="ADDRESS",
                    help="join this Ray cluster (\"auto\" or HOST:PORT) instead of starting "
-                        "a Ray instance of this machine")
+                        "a Ray instance of this machine (default: none)")
     add_recognizer_options(p)
     p.set_defaults(run=run)
 

@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
                    help="write one FILE_STEM.<format> per input (txt for text; 'stdin' for "
                         f"{STDIN}); inputs whose output names would be the same are refused "
                         "(default: all to standard output)")
-    p.add_argument("--batch-size", type=int, default=8, help="files decoded at once")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N", help="files decoded at once")
     p.add_argument("--channel", type=int, metavar="N",
                    help="transcribe channel N (0-based) of multi-channel files, e.g. one side "
                         "of a stereo call recording (default: the channels' average)")
@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
     p.add_argument("--raw-encoding", choices=ENCODINGS,
                    help="sample encoding of headerless PCM (needs --raw-rate; default: s16le)")
     p.add_argument("--stats", action="store_true", help="print the real-time factor to stderr")
-    add_recognizer_options(p, words_default=True)
+    add_recognizer_options(p)
     p.set_defaults(run=run)
 
 
@@ -128,7 +128,7 @@ def _report(item: FileTranscription) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    app = app_config_from_args(args, words_default=True)
+    app = app_config_from_args(args)
     problem = _check_inputs(args)
     if problem:
         print(f"streamdec: error: {problem}", file=sys.stderr)

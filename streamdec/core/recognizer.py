@@ -42,6 +42,7 @@ from ..errors import DecodeError, ModelLoadError, StreamStateError
 from ..models import ModelConfig, TransducerModel, load_model
 from ..models.files import find_model_files
 from ..search import Search, SearchConfig
+from ..search.config import default_search
 from ..search.base import SearchState
 from ..tokens import SymbolTable
 from .endpoint import EndpointConfig
@@ -59,11 +60,20 @@ _NO_ENDPOINT = EndpointConfig(enabled=False)
 
 @dataclass(frozen=True)
 class RecognizerConfig:
+    """``search`` left out (None) becomes the model's default search
+    (``search.config.default_search``: its words where its directory ships them, else
+    greedy); ``dataclasses.replace`` of ``model`` keeps the search already chosen, so
+    pass ``search=None`` with a new model to choose its default again."""
+
     model: ModelConfig = field(default_factory=ModelConfig)
     features: FeatureConfig = field(default_factory=FeatureConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
+    search: SearchConfig = None  # type: ignore[assignment]  # None: default_search(model)
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     vad: VadConfig = field(default_factory=VadConfig)
+
+    def __post_init__(self) -> None:
+        if self.search is None:
+            object.__setattr__(self, "search", default_search(self.model.path))
 
 
 class Recognizer:

@@ -6,7 +6,8 @@ AudioFileError at once. Damage found while reading (a decoder error in a truncat
 raw PCM that ends with part of a sample) raises AudioFileError from the blocks iterator
 after every block read before it, so a caller can keep what came before. A file that
 holds fewer samples than its header promises is read to its end; ``shortfall()`` then
-says so.
+says so (a truncated MP3 too). What a codec prints on stderr while decoding is dropped
+(``streamdec.files.codec_stderr``): it prints on correct files as well.
 
 Standard input in a soundfile format is read whole before decoding (libsndfile needs to
 seek in most formats); raw PCM on standard input is read block by block, as it comes.
@@ -25,6 +26,7 @@ import numpy as np
 from ..audio.pcm import decode_pcm, sample_size
 from ..errors import AudioFileError, AudioInputError, ConfigError
 from ..validation import require_sample_rate
+from .codec_stderr import codec_stderr_caught
 
 __all__ = ["AudioFile", "AudioFileError", "RawFormat", "STDIN"]
 
@@ -110,9 +112,10 @@ class AudioFile:
     def _open_soundfile(self, path: Path | None) -> None:
         import soundfile as sf
 
+        source = io.BytesIO(sys.stdin.buffer.read()) if path is None else path
         try:
-            self._file = sf.SoundFile(io.BytesIO(sys.stdin.buffer.read()) if path is None
-                                      else path)
+            with codec_stderr_caught():  # (the MP3 decoder's chatter: codec_stderr)
+                self._file = sf.SoundFile(source)
         except sf.SoundFileError as e:
             raise AudioFileError(f"{self.label}: not a readable audio file "
                                  f"({_libsndfile_says(e)})") from None
@@ -172,7 +175,8 @@ class AudioFile:
 
         while True:
             try:
-                frames = self._file.read(size, dtype="float32", always_2d=True)
+                with codec_stderr_caught():
+                    frames = self._file.read(size, dtype="float32", always_2d=True)
             except sf.SoundFileError as e:  # e.g. "flac decoder lost sync" in a cut file
                 raise self._damaged(_libsndfile_says(e)) from None
             if not len(frames):

@@ -20,6 +20,8 @@ from typing import Callable, Iterable
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 
+from .. import __version__
+
 __all__ = ["Collector", "ReplicaHealth", "REPORT_SECONDS", "STALE_SECONDS"]
 
 REPORT_SECONDS = 1.0
@@ -86,14 +88,15 @@ class Collector:
         return dict(sorted(self._reports.items()))
 
     def health(self) -> dict:
-        """The application's health: totals and each replica's own."""
+        """The application's health: the package's version, totals and each replica's
+        own."""
         fresh = self._fresh()
         replicas = {r: {"active_streams": rep.health.active_streams,
                         "connections": rep.health.connections, "pid": rep.health.pid,
                         "node": rep.health.node, "draining": rep.health.draining}
                     for r, rep in fresh.items()}
         return {"status": "draining" if self.draining else "ok" if fresh else "starting",
-                "replicas": len(fresh),
+                "version": __version__, "replicas": len(fresh),
                 "active_streams": sum(r["active_streams"] for r in replicas.values()),
                 "connections": sum(r["connections"] for r in replicas.values()),
                 "replica_health": replicas}

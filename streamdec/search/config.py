@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..errors import ConfigError
 from ..validation import require_at_least, require_finite, require_positive
 
 __all__ = ["SearchConfig", "SEARCH_METHODS", "BEAM_SEARCHES", "DEFAULT_BEAM_SEARCH",
-           "require_beam_search", "with_beam_search"]
+           "WORDS_SEARCH", "default_search", "require_beam_search", "with_beam_search",
+           "with_method"]
 
 #: Method names, the same in the API, config files, CLI and server (``search.SEARCHES``
 #: maps each to its class).
@@ -106,3 +108,30 @@ class SearchConfig:
         require_at_least(self, "search", ("word_lm_scale", "unk_penalty", "unk_unit_penalty",
                                           "lm_scale"), 0)
         require_positive(self, "search", ("temperature",))
+
+
+#: The search with words: ALSD, beam 16, constrained to the words of the model directory's
+#: ``lang/`` (lexicon or words list, and the word n-gram G.arpa) and scored by its n-gram;
+#: a word outside the list may still be spelled, paying ``unk_penalty`` and
+#: ``unk_unit_penalty`` per unit. The built-in config ``accurate`` is this search.
+WORDS_SEARCH = SearchConfig(method="alsd", beam=16, lang_dir="lang", word_lm_scale=0.5,
+                            word_bonus=0.0, allow_oov=True, unk_penalty=5.0, unk_unit_penalty=2.0)
+
+
+def default_search(model_dir: Path) -> SearchConfig:
+    """The search used where nothing names one, the same through every door (the Python
+    API, ``transcribe``, ``mic``, ``serve`` and each of its protocols): ``WORDS_SEARCH`` for
+    a model whose directory ships its words (a ``lang/`` folder, as the built-in model
+    does), else greedy (``SearchConfig()``). Chosen by measurement:
+    bench/results/2026-12-07-default-search/README.md."""
+    return WORDS_SEARCH if (Path(model_dir) / "lang").is_dir() else SearchConfig()
+
+
+def with_method(config: SearchConfig, method: str) -> SearchConfig:
+    """``config`` searched by ``method``: a search that is not a beam search drops the
+    settings that need one (``lang_dir``, ``lm_file``, ``hotwords_file``), so that naming
+    greedy over the default search with words gives plain greedy; a beam search keeps them.
+    The one rule for ``--search`` and a connection's ``search=``."""
+    if method in BEAM_SEARCHES:
+        return replace(config, method=method)
+    return replace(config, method=method, lang_dir=None, lm_file=None, hotwords_file=None)

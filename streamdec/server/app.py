@@ -13,7 +13,7 @@ GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
 POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
-GET ``/health``                        200 ``ok``; 503 while draining
+GET ``/health``                        200 JSON: ``status``, ``version``, streams; 503 draining
 GET ``/metrics``                       Prometheus text format
 =====================================  =============================================
 

@@ -22,6 +22,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from .. import __version__
 from ..appconfig import AudioConfig
 from ..core.recognizer import Recognizer
 from ..engine import Engine
@@ -220,15 +221,17 @@ class ServerContext:
             self.metrics.refresh()
 
     def health(self) -> dict:
-        """What ``/health`` answers: for the whole server (every worker's connections and
+        """What ``/health`` answers (``status``, the package's ``version``, ...): for the whole server (every worker's connections and
         streams when it has several, with ``workers`` and the answering ``worker``, and
         ``call_links``: the other workers its call hub is linked to now, and those it is
         not: a worker restarting, or one that stopped reading)."""
         if self.share is None:
-            return {"status": "ok", "active_streams": self.engine.active_streams,
+            return {"status": "ok", "version": __version__,
+                    "active_streams": self.engine.active_streams,
                     "connections": self.access.open}
         self._share_streams()
-        health = {"status": "ok", "active_streams": self.share.active_streams,
+        health = {"status": "ok", "version": __version__,
+                  "active_streams": self.share.active_streams,
                   "connections": self.share.connections, "workers": self.share.workers,
                   "worker": self.share.worker}
         if self._relay is not None:

@@ -32,7 +32,8 @@ from typing import Mapping, Sequence
 from ..audio.pcm import ENCODINGS
 from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError, OptionError
-from ..search.config import SEARCH_METHODS, SearchConfig, require_beam_search, with_beam_search
+from ..search.config import (SEARCH_METHODS, SearchConfig, require_beam_search,
+                             with_beam_search, with_method)
 from ..textfmt.format import check_text_format
 from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
@@ -144,19 +145,19 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         encoding = enc
     channels = _one(query, "channels")
     channels = 1 if channels is None else _int("channels", channels, 1, MAX_CHANNELS)
-    changes: dict = {}
+    chosen = search
     method = _one(query, "search")
     if method is not None:
         if method not in SEARCH_METHODS:
             raise OptionError(f"unknown search {method!r}: one of {', '.join(SEARCH_METHODS)}")
-        changes["method"] = method
+        chosen = with_method(chosen, method)  # greedy over a words default: plain greedy
     beam = _one(query, "beam")
     if beam is not None:
-        changes["beam"] = _int("beam", beam, 1, MAX_BEAM)
-    chosen = replace(search, **changes) if changes else search
+        chosen = replace(chosen, beam=_int("beam", beam, 1, MAX_BEAM))
+    changed = method is not None or beam is not None
     hotwords = tuple(p.strip() for value in query.get("hotwords") or []
                      for p in value.split(",") if p.strip())
-    if "beam" in changes:
+    if beam is not None:
         _require_beam_search(chosen.method, "beam needs")
     if hotwords:
         _require_beam_search(chosen.method, "hotwords need")
@@ -166,7 +167,7 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
             check_text_format(text_format)
         except ConfigError as e:
             raise OptionError(str(e)) from None
-    options = StreamOptions(sample_rate, encoding, channels, chosen if changes else None, hotwords,
+    options = StreamOptions(sample_rate, encoding, channels, chosen if changed else None, hotwords,
                             text_format=text_format)
     phrases = [p.strip() for value in query.get("phrases") or [] for p in value.split(",")]
     if "phrases" in query:

@@ -34,6 +34,7 @@ from ..core.endpoint import EndpointConfig
 from ..core.results import Result
 from ..engine import run_stream
 from ..errors import ConfigError, DecodeError, StreamdecError, UploadError
+from ..files.codec_stderr import codec_stderr_caught
 from ..files.formats import shown_text, shown_words, subtitles, transcript
 from ..textfmt import check_text_format, default_formatter
 from ..validation import unknown_names
@@ -60,14 +61,17 @@ def read_upload(data: bytes, max_seconds: float = math.inf) -> tuple[int, np.nda
     import soundfile as sf
 
     try:
-        with sf.SoundFile(io.BytesIO(data)) as f:
+        with codec_stderr_caught():  # (an MP3 decoder's chatter: files.codec_stderr)
+            f = sf.SoundFile(io.BytesIO(data))
+        with f:
             rate, limit = int(f.samplerate), max_seconds * f.samplerate
             if limit < f.frames < _UNKNOWN_LENGTH:
                 raise UploadError(f"file holds {f.frames / rate:g} s of audio, over the limit "
                                   f"of {max_seconds:g} s")
             pieces, frames = [], 0
             while True:
-                block = f.read(_BLOCK_FRAMES, dtype="float32", always_2d=True)
+                with codec_stderr_caught():
+                    block = f.read(_BLOCK_FRAMES, dtype="float32", always_2d=True)
                 if not len(block):
                     break
                 frames += len(block)
