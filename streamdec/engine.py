@@ -404,12 +404,13 @@ class Engine:
     # -- streams ---------------------------------------------------------------------------
     def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
              phrases: Sequence[str] | None = None, vad: bool | None = None,
-             endpoint: EndpointConfig | None = None) -> LiveStream:
+             endpoint: EndpointConfig | None = None,
+             second_pass: bool | None = None) -> LiveStream:
         """A new live stream (ConfigError / TokenizeError for unusable options); see
         ``Recognizer.create_stream`` for the arguments."""
-        live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords,
-                                                              phrases=phrases, vad=vad,
-                                                              endpoint=endpoint))
+        live = LiveStream(self, self.recognizer.create_stream(
+            search=search, hotwords=hotwords, phrases=phrases, vad=vad, endpoint=endpoint,
+            second_pass=second_pass))
         self._streams[live.stream] = live
         return live
 
