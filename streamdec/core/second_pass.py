@@ -103,8 +103,9 @@ class SecondPassConfig:
 
 
 class KeptAudio:
-    """A stream's most recent audio at the model's rate, at most ``capacity`` samples;
-    indices count the stream's samples from its start (inserted silence taken out)."""
+    """A stream's most recent audio at the model's rate: at least its last ``capacity``
+    samples (at most twice that: the buffer moves once per ``capacity`` samples); indices
+    count the stream's samples from its start (inserted silence taken out)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -118,15 +119,20 @@ class KeptAudio:
         return self.first + self._n
 
     def append(self, x: np.ndarray) -> None:
-        x = x[-self.capacity:]
-        if self._n + len(x) > len(self._buf):  # keep the newest ``capacity - len(x)``
-            keep = self.capacity - len(x)
+        n = len(x)
+        if n >= self.capacity:  # only its end is kept
+            self.first = self.end + n - self.capacity
+            self._buf[:self.capacity] = x[n - self.capacity:]
+            self._n = self.capacity
+            return
+        if self._n + n > len(self._buf):  # keep the newest ``capacity - n``, then x
+            keep = self.capacity - n
             drop = self._n - keep
             self._buf[:keep] = self._buf[drop:self._n]
             self.first += drop
             self._n = keep
-        self._buf[self._n:self._n + len(x)] = x
-        self._n += len(x)
+        self._buf[self._n:self._n + n] = x
+        self._n += n
 
     def drop_last(self, n: int) -> None:
         """Forget the last ``n`` samples (silence a force-final inserted: not the stream's)."""
