@@ -180,11 +180,12 @@ class LiveStream:
         return time.monotonic() - started
 
     async def wait_decoded(self) -> None:
-        """Wait until every whole chunk accepted so far is decoded (what a request/reply
-        protocol needs before it answers a message); returns at once when done or closed."""
+        """Wait until every whole chunk accepted so far is decoded and its results are out
+        (a final held for its second pass too: what a request/reply protocol needs before
+        it answers a message); returns at once when done or closed."""
         recognizer = self._engine.recognizer
         while (not self.done and not self.closed
-               and (self.stream.in_flight or recognizer.is_ready(self.stream))):
+               and (self.stream.in_flight or recognizer.is_ready(self.stream) or self._held)):
             self._decoded.clear()
             await self._decoded.wait()
 
@@ -302,6 +303,7 @@ class LiveStream:
             self._held.popleft()
             self._results.append(head)
         self._changed.set()
+        self._decoded.set()
 
 
 class Engine:
