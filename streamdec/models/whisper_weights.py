@@ -111,15 +111,13 @@ def _packaged_dir(name: str, cache: Path) -> Path:
 def _downloaded_dir(name: str) -> Path | None:
     """faster-whisper's own download of ``name`` in the Hugging Face cache, if there."""
     try:
-        from faster_whisper.utils import _MODELS
-        from huggingface_hub import snapshot_download
+        import faster_whisper
     except ImportError:
         return None
-    repo = _MODELS.get(name)
-    if repo is None:
+    if name not in faster_whisper.available_models():
         return None
     try:
-        return Path(snapshot_download(repo, local_files_only=True))
+        return Path(faster_whisper.download_model(name, local_files_only=True))
     except Exception:  # not downloaded (the hub's errors differ between versions)
         return None
 
