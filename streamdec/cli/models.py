@@ -37,7 +37,9 @@ def add_parser(sub) -> None:
 
     get = msub.add_parser("get", parents=[catalog], formatter_class=HelpFormatter,
                           help="download a model into the cache (resumes, verifies)")
-    get.add_argument("name", help="a name from 'streamdec models list'")
+    get.add_argument("name", help="a name from 'streamdec models list', or whisper-NAME "
+                     "(tiny.en, base, ...: a Whisper model for the second pass, downloaded "
+                     "by faster-whisper)")
     src = get.add_mutually_exclusive_group()
     src.add_argument("--url", help="download the archive from here instead (a mirror) "
                      "(default: the catalog's URL)")
@@ -91,7 +93,43 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``models get whisper-NAME``: a Whisper model for the second pass (faster-whisper's own
+#: download into the Hugging Face cache; ``--config two-pass`` with ``model = "NAME"``)
+WHISPER_PREFIX = "whisper-"
+
+
+def _get_whisper(args: argparse.Namespace) -> int:
+    name = args.name[len(WHISPER_PREFIX):]
+    if args.url or args.archive:
+        print("streamdec: error: --url and --from are for the catalog's models; "
+              f"{args.name} comes from faster-whisper's own download", file=sys.stderr)
+        return 2
+    try:
+        import faster_whisper
+    except ImportError:
+        print('streamdec: error: Whisper models need faster-whisper: pip install '
+              '"streamdec[two-pass]"', file=sys.stderr)
+        return 1
+    known = faster_whisper.available_models()
+    if name not in known:
+        print(f"streamdec: error: unknown Whisper model {name!r}: one of "
+              f"{', '.join(WHISPER_PREFIX + k for k in known)}", file=sys.stderr)
+        return 2
+    try:
+        path = faster_whisper.download_model(name)
+    except Exception as e:  # the hub's errors: network, disk
+        print(f"streamdec: error: downloading {args.name} failed: {e}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(f"streamdec: {args.name} is in faster-whisper's cache (Whisper's weights: MIT "
+              f"licence); use it with [second_pass] model = \"{name}\"", file=sys.stderr)
+    print(path)
+    return 0
+
+
 def run_get(args: argparse.Namespace) -> int:
+    if args.name.startswith(WHISPER_PREFIX):
+        return _get_whisper(args)
     entry = find_entry(args.name, args.catalog)
     try:
         done = install(entry, url=args.url, archive=args.archive, force=args.force,

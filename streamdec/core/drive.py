@@ -10,7 +10,8 @@ events, for one stream or for a continuous batch of many.
     for job in decode_continuously(jobs, k, recognizer.decode):  # k streams at a time
         ...                                                      # each job as it finishes
 
-Live streams under asyncio go through the engine instead (``engine.run_stream``), which
+Events leave a stream through ``pop_events`` (a second pass, where configured, runs
+there). Live streams under asyncio go through the engine instead (``engine.run_stream``), which
 drives the same three steps from the event loop with worker threads.
 """
 
@@ -24,7 +25,20 @@ from .recognizer import Recognizer
 from .results import Result
 from .stream import Stream
 
-__all__ = ["decode_ready", "accept", "finish", "decode_audio", "Job", "decode_continuously"]
+__all__ = ["decode_ready", "accept", "finish", "decode_audio", "pop_events", "Job",
+           "decode_continuously"]
+
+
+def pop_events(recognizer: Recognizer, stream: Stream) -> list[Result]:
+    """The stream's events since the last call (``Stream.pop_events``), each final that a
+    second pass applies to decoded again here, in this thread (the recognizer's second
+    pass, when the stream keeps audio for it: ``streamdec.core.second_pass``)."""
+    events = stream.pop_events()
+    second = recognizer.second_pass
+    if second is None or stream.kept is None:
+        return events
+    return [second.run(e, second.clip(stream.kept, e)) if second.applies(e) else e
+            for e in events]
 
 
 def decode_ready(recognizer: Recognizer, streams: Sequence[Stream]) -> None:
@@ -41,14 +55,14 @@ def accept(recognizer: Recognizer, stream: Stream, sample_rate: int,
     ``Stream.accept_waveform``: the stream is unchanged)."""
     stream.accept_waveform(sample_rate, samples)
     decode_ready(recognizer, [stream])
-    return stream.pop_events()
+    return pop_events(recognizer, stream)
 
 
 def finish(recognizer: Recognizer, stream: Stream) -> list[Result]:
     """End of input: decode to the end and return the last events (the last is_eof)."""
     stream.input_finished()
     decode_ready(recognizer, [stream])
-    return stream.pop_events()
+    return pop_events(recognizer, stream)
 
 
 def decode_audio(recognizer: Recognizer, stream: Stream, sample_rate: int,

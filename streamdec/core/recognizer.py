@@ -38,7 +38,7 @@ import numpy as np
 
 from ..audio.features import FeatureConfig
 from ..audio.vad import DECODE, SKIP, WAIT, Chunk, Gate, SampleQueue, SileroVad, VadConfig
-from ..errors import DecodeError, ModelLoadError, StreamStateError
+from ..errors import ConfigError, DecodeError, ModelLoadError, StreamStateError
 from ..models import ModelConfig, TransducerModel, load_model
 from ..models.files import find_model_files
 from ..search import Search, SearchConfig
@@ -48,6 +48,7 @@ from ..tokens import SymbolTable
 from .endpoint import EndpointConfig
 from .resources import SearchResources
 from .results import Result
+from .second_pass import KeptAudio, SecondPass, SecondPassConfig
 from .segments import Closing, SegmentState, Segmenter
 from .stream import DecodeState, Stream
 
@@ -70,6 +71,7 @@ class RecognizerConfig:
     search: SearchConfig = None  # type: ignore[assignment]  # None: default_search(model)
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     vad: VadConfig = field(default_factory=VadConfig)
+    second_pass: SecondPassConfig = field(default_factory=SecondPassConfig)
 
     def __post_init__(self) -> None:
         if self.search is None:
@@ -78,7 +80,10 @@ class RecognizerConfig:
 
 class Recognizer:
     def __init__(self, config: RecognizerConfig | None = None,
-                 model: TransducerModel | None = None, symbols: SymbolTable | None = None):
+                 model: TransducerModel | None = None, symbols: SymbolTable | None = None,
+                 second_pass: SecondPass | None = None):
+        """``second_pass``: a second pass already loaded (e.g. shared with another
+        recognizer); by default one is loaded when ``config.second_pass.enabled``."""
         self.config = config or RecognizerConfig()
         #: the files the model was loaded from (None when model and symbols were given)
         self.model_files = (find_model_files(self.config.model)
@@ -108,8 +113,29 @@ class Recognizer:
         # the default configuration's files are read and checked now, before any audio
         self.resources.prepare(self.config.search)
         self._vad: Gate | None = None  # loaded with the first stream that uses it
+        #: the second pass over each utterance (None: off, ``config.second_pass.enabled``)
+        self.second_pass = second_pass or self._load_second_pass()
         if self.config.vad.enabled:
             self.vad_gate
+
+    def _load_second_pass(self) -> SecondPass | None:
+        config = self.config.second_pass
+        if not config.enabled:
+            return None
+        from ..models.whisper import WhisperModel
+
+        model = WhisperModel(config.whisper_config(), workers=config.workers)
+        if model.sample_rate != self.config.features.sample_rate:
+            raise ModelLoadError(f"the second pass's model takes {model.sample_rate} Hz audio "
+                                 f"but the first pass's runs at "
+                                 f"{self.config.features.sample_rate} Hz")
+        return SecondPass(config, model)
+
+    def _kept_audio(self) -> KeptAudio | None:
+        if self.second_pass is None:
+            return None
+        return KeptAudio(round(self.second_pass.config.max_seconds
+                               * self.config.features.sample_rate))
 
     @property
     def vad_gate(self) -> Gate:
@@ -121,7 +147,8 @@ class Recognizer:
     def create_stream(self, search: SearchConfig | None = None,
                       hotwords: Sequence[str] = (),
                       phrases: Sequence[str] | None = None, vad: bool | None = None,
-                      endpoint: EndpointConfig | None = None) -> Stream:
+                      endpoint: EndpointConfig | None = None,
+                      second_pass: bool | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
 
         ``vad``: gate the stream's audio with the voice activity detector (None: as
@@ -141,7 +168,14 @@ class Recognizer:
         ``resources.prepare`` first, e.g. in a worker thread, to keep heavy builds away from
         the caller's thread).
 
-        ``endpoint``: this stream's endpoint rules (default: the recognizer's)."""
+        ``endpoint``: this stream's endpoint rules (default: the recognizer's).
+
+        ``second_pass``: whether the stream's finals get the recognizer's second pass (None:
+        when it has one; True without one: ConfigError)."""
+        if second_pass and self.second_pass is None:
+            raise ConfigError("a second pass was asked for, but none is configured "
+                              "(--config two-pass, or [second_pass] enabled = true)")
+        kept = self._kept_audio() if second_pass is not False else None
         r = self.resources.prepare(search or self.config.search, hotwords, phrases)
         state = DecodeState(
             encoder_states=tuple(self.model.state_layout.initial()),
@@ -151,9 +185,9 @@ class Recognizer:
             state = replace(state, vad=self.vad_gate.initial())
             return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
                           search=r.search, state=state, vad_queue=SampleQueue(),
-                          endpoint=endpoint)
+                          endpoint=endpoint, kept=kept)
         return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                      search=r.search, state=state, endpoint=endpoint)
+                      search=r.search, state=state, endpoint=endpoint, kept=kept)
 
     def is_ready(self, stream: Stream) -> bool:
         """True when the stream holds a whole encoder chunk not yet decoded (and is neither
@@ -290,6 +324,8 @@ class Recognizer:
         while features.num_frames_ready < target - shift + meta.chunk_frames:
             features.insert_silence(unit)
         inserted = features.num_samples_fed - audio
+        if stream.kept is not None:  # the inserted silence is none of the stream's audio
+            stream.kept.drop_last(inserted)
         rate = self.config.features.sample_rate
         stream.close_at = target
         stream.closing = Closing(inserted // unit,

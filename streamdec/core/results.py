@@ -68,6 +68,11 @@ class Result:
     # punctuated, cased text (and written numbers), and its words with the spoken times
     display: str | None = None
     display_words: tuple[Word, ...] = ()
+    # a final with a second pass (streamdec.core.second_pass): "done" (its words), "rejected"
+    # (its output failed a check), "skipped" (not run in time); "" where none ran; and the
+    # first pass's own final beside it
+    second_pass: str = ""
+    first_pass: "Result | None" = None
 
     @property
     def span(self) -> tuple[float, float]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..models.states import EncoderStates
     from ..search.base import Search, SearchState
     from .endpoint import EndpointConfig
+    from .second_pass import KeptAudio
     from .segments import Closing, Segmenter
 
 __all__ = ["Stream", "DecodeState"]
@@ -47,11 +48,16 @@ class Stream:
     def __init__(self, feature_config: FeatureConfig, tail_padding_frames: int,
                  search: "Search", state: DecodeState,
                  vad_queue: "SampleQueue | None" = None,
-                 endpoint: "EndpointConfig | None" = None) -> None:
+                 endpoint: "EndpointConfig | None" = None,
+                 kept: "KeptAudio | None" = None) -> None:
         # with a VAD (``state.vad``), the audio at the model's rate also queues for it
         self.vad_queue = vad_queue
+        # with a second pass, the recent audio at the model's rate is kept for it
+        self.kept = kept
+        sinks = [q.append for q in (vad_queue, kept) if q is not None]
         self.features = StreamingFeatures(
-            feature_config, on_samples=vad_queue.append if vad_queue is not None else None)
+            feature_config, on_samples=(sinks[0] if len(sinks) == 1 else
+                                        _both(*sinks) if sinks else None))
         self.search = search  # shared, stateless
         self.endpoint = endpoint  # this stream's endpoint rules (None: the recognizer's)
         # a requested final (force-final): the feature frame decoding must reach, and how
@@ -131,3 +137,11 @@ class Stream:
         """Decoding this stream failed: it ends with ``error`` (nothing more is decoded)."""
         self.error = error
         self.in_flight = False
+
+
+def _both(first, second):
+    def both(x: np.ndarray) -> None:
+        first(x)
+        second(x)
+
+    return both

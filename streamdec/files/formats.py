@@ -42,7 +42,8 @@ def event_json(file: str, result: Result) -> str:
     seconds from the file start; ``words``: ``{"word", "start", "end", "conf"}`` per word,
     times from the file start (``Result.words``); ``stable``: how many leading characters
     of ``text`` will not change any more (a final's: all); a formatted final adds
-    ``display`` and ``display_words`` (the same fields)."""
+    ``display`` and ``display_words`` (the same fields); a final of a second pass adds
+    ``second_pass`` (done, rejected, skipped) and ``first_pass`` (``text``, ``words``)."""
     event = {
         "file": file, "type": "final" if result.is_final else "partial",
         "segment": result.segment, "text": result.text, "tokens": list(result.tokens),
@@ -53,6 +54,10 @@ def event_json(file: str, result: Result) -> str:
         "words": _word_json(result.words)}
     if result.display is not None:
         event.update(display=result.display, display_words=_word_json(result.display_words))
+    if result.second_pass:
+        first = result.first_pass
+        event.update(second_pass=result.second_pass, first_pass={
+            "text": first.text, "words": _word_json(first.words)})
     return json.dumps(event, ensure_ascii=False)
 
 

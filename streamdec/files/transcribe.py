@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from ..core.drive import decode_continuously, decode_ready
+from ..core.drive import decode_continuously, decode_ready, pop_events
 from ..core.recognizer import Recognizer
 from ..core.results import Result
 from ..errors import AudioInputError, DecodeError, StreamdecError
@@ -111,7 +111,7 @@ class _FileJob:
     def collect(self, on_event: EventCallback | None = None) -> None:
         if self.stream is None:
             return
-        for event in self.stream.pop_events():
+        for event in pop_events(self._recognizer, self.stream):
             self.result.events.append(event)
             if on_event:
                 on_event(self.result.path, event)

@@ -128,7 +128,8 @@ class Connection:
         for _ in range(options.channels):
             self.lives.append(engine.open(search=options.search, hotwords=options.hotwords,
                                           phrases=options.phrases, vad=options.vad,
-                                          endpoint=options.endpoint))
+                                          endpoint=options.endpoint,
+                                          second_pass=options.second_pass))
         self.options = options
         if self._started and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.limits.idle_timeout_seconds)

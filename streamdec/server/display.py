@@ -6,7 +6,10 @@ the server's) formats each final before the protocol session sees it; the sessio
 fields. A formatted final gets ``display``
 (its text for people) and ``display_words`` (``{"word", "start", "end", "conf"}`` per
 formatted word, times in seconds as the protocol's own word times are); ``text`` and the
-protocol's own fields stay as they were.
+protocol's own fields stay as they were. A final of a second pass
+(``streamdec.core.second_pass``) also gets ``second_pass`` (``done``, ``rejected`` or
+``skipped``; of several merged finals, the first that is not ``done``) and ``first_pass``
+(the first pass's text).
 """
 
 from __future__ import annotations
@@ -34,10 +37,16 @@ async def formatted(result: Result, level: str) -> Result:
 def display_fields(results: list[Result], offset: float = 0.0) -> dict:
     """``display``/``display_words`` of formatted finals (joined by a space; word times
     plus ``offset`` seconds); empty when none is formatted."""
+    out = {}
+    second = [r for r in results if r.second_pass]
+    if second:
+        statuses = [r.second_pass for r in second]
+        out = {"second_pass": next((s for s in statuses if s != "done"), "done"),
+               "first_pass": " ".join(r.first_pass.text for r in second if r.first_pass.text)}
     shown = [r for r in results if r.display is not None]
     if not shown:
-        return {}
-    return {"display": " ".join(r.display for r in shown if r.display),
+        return out
+    return out | {"display": " ".join(r.display for r in shown if r.display),
             "display_words": [{"word": w.text, "start": round(w.start + offset, 6),
                                "end": round(w.end + offset, 6), "conf": w.conf}
                               for r in shown for w in r.display_words]}

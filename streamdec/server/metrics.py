@@ -117,6 +117,14 @@ class Metrics:
         self.subscriber_drops = Counter("streamdec_subscriber_drops",
                                         "Call subscribers dropped for falling behind",
                                         registry=r)
+        self.second_pass = Counter("streamdec_second_pass",
+                                   "Finals by second-pass outcome (done; rejected: its output "
+                                   "failed a check; skipped: past its deadline or the queue "
+                                   "full)", ["outcome"], registry=r)
+        self.second_pass_latency = Histogram("streamdec_second_pass_latency_seconds",
+                                             "From a first-pass final to its second-pass "
+                                             "final going out", buckets=_LATENCY_BUCKETS,
+                                             registry=r)
         self._decode_seconds = self._decoded_seconds = 0.0
 
     def _rtf(self) -> float:
@@ -144,6 +152,10 @@ class Metrics:
 
     def on_result_latency(self, seconds: float) -> None:
         self.latency.observe(seconds)
+
+    def on_second_pass(self, status: str, seconds: float) -> None:
+        self.second_pass.labels(status).inc()
+        self.second_pass_latency.observe(seconds)
 
     def on_stream_error(self, error) -> None:
         """A stream's decode failed (counted here, once, not by its connection)."""

@@ -12,6 +12,8 @@ parameter          meaning                                                     d
                    separated; may repeat; needs a beam search
 ``vad``            ``true`` | ``false``: skip silence with the voice activity  the server's
                    detector (``[vad] enabled``)
+``second_pass``    ``true`` | ``false``: finals decoded again by the server's   on where the
+                   second pass (``[second_pass]``; true without one: refused)  server has one
 ``text_format``    finals for people: ``raw`` | ``punct`` | ``full``; a final   the server's
                    then also has ``display`` and ``display_words``
 ``token``          bearer token, for clients that cannot set a header          -
@@ -45,7 +47,7 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token", "vad", "text_format") + ENDPOINT_KEYS
+         "token", "vad", "text_format", "second_pass") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class StreamOptions:
     vad: bool | None = None  # voice activity detection on/off (None: the server's default)
     endpoint: EndpointConfig | None = None  # this connection's endpoint rules (None: the server's)
     text_format: str | None = None  # raw | punct | full; None: the server's text_format
+    second_pass: bool | None = None  # the server's second pass on/off (None: its default)
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -79,6 +82,8 @@ class StreamOptions:
                                for r in self.endpoint.rules]
         if self.text_format is not None:
             out["text_format"] = self.text_format
+        if self.second_pass is not None:
+            out["second_pass"] = self.second_pass
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -181,6 +186,11 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if vad not in ("true", "false"):
             raise OptionError(f"vad must be true or false, got {vad!r}")
         options = replace(options, vad=vad == "true")
+    second_pass = _one(query, "second_pass")
+    if second_pass is not None:
+        if second_pass not in ("true", "false"):
+            raise OptionError(f"second_pass must be true or false, got {second_pass!r}")
+        options = replace(options, second_pass=second_pass == "true")
     rules = _endpoint(query, endpoint or EndpointConfig(), endpoint_limits or EndpointLimits())
     return replace(options, endpoint=rules) if rules is not None else options
 

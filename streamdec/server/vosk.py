@@ -47,7 +47,8 @@ __all__ = ["VoskSettings", "parse_vosk_config", "vosk_partial", "vosk_final", "V
            "MAX_ALTERNATIVES"]
 
 MAX_ALTERNATIVES = 20
-_CONFIG_KEYS = ("sample_rate", "words", "max_alternatives", "phrase_list") + ENDPOINT_KEYS
+_CONFIG_KEYS = ("sample_rate", "words", "max_alternatives", "phrase_list",
+                "second_pass") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class VoskSettings:
     max_alternatives: int = 0
     phrases: tuple[str, ...] | None = None  # phrase_list: grammar mode (None: off)
     endpoint: EndpointConfig | None = None  # the endpoint rules set (None: the server's)
+    second_pass: bool | None = None  # the server's second pass on/off (None: as the URL says)
 
 
 def _integer(name: str, value, low: int, high: int) -> int:
@@ -103,6 +105,11 @@ def parse_vosk_config(config, current: VoskSettings, endpoint: EndpointConfig | 
             raise ClientError("bad_config", "config phrase_list must be a list of non-empty "
                                             "strings")
         changes["phrases"] = tuple(p.strip() for p in phrases) or None
+    if "second_pass" in config:
+        if not isinstance(config["second_pass"], bool):
+            raise ClientError("bad_config", f"config second_pass must be a boolean, got "
+                                            f"{config['second_pass']!r}")
+        changes["second_pass"] = config["second_pass"]
     rules = {key: config[key] for key in ENDPOINT_KEYS if key in config}
     if rules:
         try:
@@ -217,9 +224,9 @@ class VoskSession:
             if new.endpoint != self.settings.endpoint:
                 self.options = replace(self.options, endpoint=new.endpoint)
             out: list[Command] = []
-            if (new.max_alternatives, new.phrases, new.endpoint) != (
+            if (new.max_alternatives, new.phrases, new.endpoint, new.second_pass) != (
                     self.settings.max_alternatives, self.settings.phrases,
-                    self.settings.endpoint):
+                    self.settings.endpoint, self.settings.second_pass):
                 self.options = self._stream_options(new)
                 out.append(Reopen(self.options))
             self.settings = new
@@ -256,4 +263,6 @@ class VoskSession:
         that follow the phrase list (grammar mode) when there is one."""
         options = self.options.with_phrases(settings.phrases, self.default_search)
         search = options.search or self.default_search
+        if settings.second_pass is not None:
+            options = replace(options, second_pass=settings.second_pass)
         return replace(options, search=replace(search, nbest=max(1, settings.max_alternatives)))

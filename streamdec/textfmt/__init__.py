@@ -57,7 +57,8 @@ class TextFormatter:
     def apply(self, result: Result, level: str) -> Result:
         """``result`` with ``display``/``display_words`` when it is a final with words and
         ``level`` is not ``raw``; otherwise ``result`` itself."""
-        if check_text_format(level) == "raw" or not result.is_final or not result.words:
+        if (check_text_format(level) == "raw" or not result.is_final or not result.words
+                or result.display is not None):  # a second pass's text is formatted already
             return result
         formatted = self.format(result.words, level)
         return dataclasses.replace(result, display=formatted.text,

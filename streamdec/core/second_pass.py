@@ -1,0 +1,265 @@
+"""The second pass: each utterance the first pass ends is decoded again by an offline model
+(``streamdec.models.offline``; Whisper first), and its final carries that model's words.
+
+Free of I/O and threads, like the search: a stream keeps its recent audio at the model's
+rate (``KeptAudio``, bounded); at a final, ``SecondPass.clip`` takes the utterance's audio
+(from ``context_seconds`` before the first pass's first word to the end of the segment),
+``SecondPass.run`` decodes it (pure: any thread) and gives the final to hand out. The
+engine runs it in worker threads under a deadline; the synchronous loop
+(``streamdec.core.drive``) runs it in place.
+
+What a second-pass final carries (``Result``):
+- ``second_pass``: ``"done"`` (its words), ``"rejected"`` (the model's output failed a
+  check below: the first pass's words kept), ``"skipped"`` (not run: past the deadline,
+  the queue full, or the utterance longer than the audio kept; the first pass's words);
+  ``""`` where no second pass is configured or the first pass heard nothing;
+- ``first_pass``: the first pass's final, whole, beside it;
+- ``text``/``words``: Whisper's words in the first pass's raw style (upper case, no
+  punctuation but apostrophes), so that every consumer of raw text sees one style;
+  ``display``/``display_words``: Whisper's own text and words as it wrote them (its casing
+  and punctuation kept, not re-made: the formatter leaves a final with ``display`` alone);
+- word times: Whisper's own (its cross-attention alignment), placed on the stream's clock
+  by adding where the clip starts; ``tokens`` are the words (ids -1: no unit of the first
+  pass's vocabulary), ``timestamps`` their starts from the segment start, ``log_probs``
+  the log of Whisper's word probabilities; no n-best (``alternatives`` empty).
+
+Checks (a failure falls back to the first pass, ``"rejected"``): the model runs only where
+the first pass heard words (never on silence the endpoint closed); then Whisper's own
+checks, per decoded window: no-speech probability above ``no_speech_threshold`` with an
+average log-prob below ``log_prob_threshold``, an average log-prob below
+``log_prob_threshold``, a compression ratio above ``compression_ratio_threshold`` (a
+repetition loop); and ours: no words at all, more than ``max_words_per_second`` words a
+second, a run of one to four words repeated more than ``max_repeats`` times in a row.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..validation import require_finite
+from .results import Result, Word
+
+if TYPE_CHECKING:
+    from ..models.offline import OfflineModel, OfflineTranscript
+
+__all__ = ["SecondPassConfig", "KeptAudio", "Clip", "SecondPass", "check_transcript",
+           "raw_style", "DONE", "REJECTED", "SKIPPED"]
+
+DONE, REJECTED, SKIPPED = "done", "rejected", "skipped"
+
+
+@dataclass(frozen=True)
+class SecondPassConfig:
+    enabled: bool = False
+    # the offline model: Whisper through faster-whisper (``streamdec.models.whisper``)
+    model: str = "tiny.en"  # tiny.en, base (packaged), a downloaded name, or a folder
+    compute_type: str = "int8"
+    threads: int = 1  # CTranslate2 threads per decode
+    beam_size: int = 1  # 1: greedy
+    prompt: str = ""  # a fixed initial prompt (empty: none; nothing carried between finals)
+    # audio
+    context_seconds: float = 0.3  # kept before the first pass's first word
+    max_seconds: float = 30.0  # audio kept per stream; a longer utterance is skipped
+    # cost (the engine): a final waits at most ``deadline_seconds`` after its endpoint for
+    # its second pass; at most ``queue`` second passes wait or run at once per engine,
+    # in ``workers`` threads of their own
+    deadline_seconds: float = 1.5
+    queue: int = 8
+    workers: int = 1
+    # checks (Whisper's own thresholds, and ours)
+    no_speech_threshold: float = 0.6
+    log_prob_threshold: float = -1.0
+    compression_ratio_threshold: float = 2.4
+    max_words_per_second: float = 6.0
+    max_repeats: int = 3
+
+    def __post_init__(self) -> None:
+        require_finite(self, "second_pass")
+        if not (0 <= self.context_seconds <= 2 and 1 <= self.max_seconds <= 600):
+            raise ConfigError("second_pass: context_seconds must be in [0, 2] and max_seconds "
+                              f"in [1, 600]: {self.context_seconds}, {self.max_seconds}")
+        if not (0 < self.deadline_seconds <= 60):
+            raise ConfigError(f"second_pass: deadline_seconds must be in (0, 60]: "
+                              f"{self.deadline_seconds}")
+        if not (1 <= self.queue <= 10_000 and 1 <= self.workers <= 64):
+            raise ConfigError(f"second_pass: queue must be in [1, 10000] and workers in "
+                              f"[1, 64]: {self.queue}, {self.workers}")
+        if not (0 < self.no_speech_threshold <= 1 and self.compression_ratio_threshold > 0
+                and self.max_words_per_second > 0 and self.max_repeats >= 1):
+            raise ConfigError(f"second_pass: a check's threshold is out of range: {self}")
+        self.whisper_config()  # the model's own settings checked now
+
+    def whisper_config(self):
+        from ..models.whisper import WhisperConfig
+
+        return WhisperConfig(model=self.model, compute_type=self.compute_type,
+                             threads=self.threads, beam_size=self.beam_size, prompt=self.prompt)
+
+
+class KeptAudio:
+    """A stream's most recent audio at the model's rate: at least its last ``capacity``
+    samples (at most twice that: the buffer moves once per ``capacity`` samples); indices
+    count the stream's samples from its start (inserted silence taken out)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._buf = np.zeros(2 * capacity, np.float32)
+        self._n = 0  # samples in _buf
+        self.first = 0  # stream index of _buf[0]
+
+    @property
+    def end(self) -> int:
+        """Stream index one past the last sample kept."""
+        return self.first + self._n
+
+    def append(self, x: np.ndarray) -> None:
+        n = len(x)
+        if n >= self.capacity:  # only its end is kept
+            self.first = self.end + n - self.capacity
+            self._buf[:self.capacity] = x[n - self.capacity:]
+            self._n = self.capacity
+            return
+        if self._n + n > len(self._buf):  # keep the newest ``capacity - n``, then x
+            keep = self.capacity - n
+            drop = self._n - keep
+            self._buf[:keep] = self._buf[drop:self._n]
+            self.first += drop
+            self._n = keep
+        self._buf[self._n:self._n + n] = x
+        self._n += n
+
+    def drop_last(self, n: int) -> None:
+        """Forget the last ``n`` samples (silence a force-final inserted: not the stream's)."""
+        self._n = max(0, self._n - n)
+
+    def clip(self, start: int, end: int) -> np.ndarray | None:
+        """A copy of samples [start, end) (cut to what has arrived); None when part of it is
+        no longer kept."""
+        if start < self.first:
+            return None
+        end = min(end, self.end)
+        return self._buf[start - self.first:max(start, end) - self.first].copy()
+
+
+@dataclass(frozen=True, eq=False)
+class Clip:
+    """An utterance's audio for the second pass."""
+
+    samples: np.ndarray  # (n,) float32 at the offline model's rate
+    start: float  # seconds from the stream start of samples[0]
+
+
+_WORD = re.compile(r"[^\w']+")
+
+
+def raw_style(text: str) -> str:
+    """A word as the first pass writes it: upper case, no punctuation but apostrophes
+    (``"Hello,"`` -> ``"HELLO"``; ``"don't"`` -> ``"DON'T"``; ``"..."`` -> ``""``)."""
+    return _WORD.sub("", text).strip("'").upper()
+
+
+def _repeats(words: list[str], longest: int = 4) -> int:
+    """The most times a run of 1 to ``longest`` words comes in a row."""
+    most = 1 if words else 0
+    for n in range(1, longest + 1):
+        for i in range(len(words) - n):
+            count, j = 1, i + n
+            while words[j:j + n] == words[i:i + n]:
+                count, j = count + 1, j + n
+            most = max(most, count)
+    return most
+
+
+def check_transcript(config: SecondPassConfig, out: "OfflineTranscript",
+                     seconds: float) -> str:
+    """Why the model's output over ``seconds`` of audio is not to be trusted ("" when it
+    passes every check: see the module notes)."""
+    for s in out.segments:
+        if s.no_speech_prob > config.no_speech_threshold \
+                and s.avg_logprob < config.log_prob_threshold:
+            return f"no speech (probability {s.no_speech_prob:.2f})"
+        if s.avg_logprob < config.log_prob_threshold:
+            return f"average log-prob {s.avg_logprob:.2f}"
+        if s.compression_ratio > config.compression_ratio_threshold:
+            return f"compression ratio {s.compression_ratio:.2f}"
+    words = [w for w in (raw_style(w.text) for w in out.words) if w]
+    if not words:
+        return "no words"
+    if len(words) > config.max_words_per_second * max(seconds, 1.0):
+        return f"{len(words)} words in {seconds:.1f} s"
+    if _repeats(words) > config.max_repeats:
+        return "a repetition loop"
+    return ""
+
+
+class SecondPass:
+    """Shared by every stream (holds the model and the config, no per-stream state)."""
+
+    def __init__(self, config: SecondPassConfig, model: "OfflineModel") -> None:
+        self.config = config
+        self.model = model
+
+    @property
+    def sample_rate(self) -> int:
+        return self.model.sample_rate
+
+    def applies(self, final: Result) -> bool:
+        """Whether ``final`` gets a second pass: a final in which the first pass heard
+        words (never a partial, never an empty final: no text on silence)."""
+        return final.is_final and bool(final.words)
+
+    def clip(self, kept: KeptAudio, final: Result) -> Clip | None:
+        """The audio of ``final``'s utterance: from ``context_seconds`` before its first
+        word (not before the segment) to the segment's end; None when it is no longer kept
+        (an utterance longer than ``max_seconds``)."""
+        rate = self.sample_rate
+        start = max(final.start_time, final.words[0].start - self.config.context_seconds)
+        a, b = round(start * rate), round(final.end_time * rate)
+        samples = kept.clip(a, b)
+        if samples is None or len(samples) == 0:
+            return None
+        return Clip(samples, a / rate)
+
+    def run(self, final: Result, clip: Clip | None) -> Result:
+        """``final`` with the offline model's words (or the first pass's, marked): pure,
+        any thread."""
+        if clip is None:
+            return self.mark(final, SKIPPED)
+        seconds = len(clip.samples) / self.sample_rate
+        out = self.model.transcribe(clip.samples)
+        if check_transcript(self.config, out, seconds):
+            return self.mark(final, REJECTED)
+        return second_pass_result(final, out, clip.start, final.end_time)
+
+    @staticmethod
+    def mark(final: Result, status: str) -> Result:
+        """``final`` as the first pass made it, marked with ``status``."""
+        return replace(final, second_pass=status, first_pass=final)
+
+
+def second_pass_result(final: Result, out: "OfflineTranscript", offset: float,
+                       end_limit: float) -> Result:
+    """``final`` carrying ``out``'s words, their times moved by ``offset`` seconds onto the
+    stream's clock (and kept within the segment's end ``end_limit``)."""
+    shown, raw = [], []
+    for w in out.words:
+        start = round(min(offset + w.start, end_limit), 3)
+        end = round(min(max(offset + w.end, start), end_limit), 3)
+        shown.append(Word(w.text, start, end, w.prob))
+        if raw_style(w.text):
+            raw.append(Word(raw_style(w.text), start, end, w.prob))
+    log_probs = tuple(round(math.log(max(w.conf, 1e-6)), 6) for w in raw)
+    return replace(
+        final, text=" ".join(w.text for w in raw), tokens=tuple(w.text for w in raw),
+        token_ids=tuple(-1 for _ in raw),
+        timestamps=tuple(round(w.start - final.start_time, 6) for w in raw),
+        log_probs=log_probs, score=round(sum(log_probs), 6), words=tuple(raw),
+        alternatives=(), stable_tokens=len(raw),
+        stable_chars=len(" ".join(w.text for w in raw)),
+        display=out.text, display_words=tuple(shown), second_pass=DONE, first_pass=final)

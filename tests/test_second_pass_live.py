@@ -1,0 +1,168 @@
+"""The second pass on live streams and through every door: the engine (held finals, the
+deadline, the queue bound, the order of results, the observer's counts), ``streamdec
+transcribe --config two-pass``, and a real ``streamdec serve`` process with it on (the
+sherpa-onnx protocol's ``second_pass`` query option, Vosk's config key, ``/metrics``).
+Whisper tiny.en through faster-whisper (the ``two-pass`` extra); real recorded speech:
+alsa-utils' phrases (the real dev set, bench/accuracy/realvoice.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soxr
+import websockets
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.accuracy.realvoice import ALSA, real_dev_set  # noqa: E402
+from server_utils import (UNIT, ServerProcess, get, messages_until_closed, run,  # noqa: E402
+                          sherpa_client, vosk_client)
+from streamdec.appconfig import load_config  # noqa: E402
+from streamdec.core.recognizer import Recognizer  # noqa: E402
+from streamdec.core.second_pass import DONE, SKIPPED, SecondPass  # noqa: E402
+from streamdec.engine import Engine, run_stream  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+RATE = 16000
+# a deadline no decode on a loaded test machine reaches: the finals here are all "done"
+PATIENT = "[second_pass]\nenabled = true\ndeadline_seconds = 60\n"
+
+
+@pytest.fixture(scope="module")
+def phrases():
+    """Front_Left, Rear_Right at 16 kHz."""
+    return [soxr.resample(u.samples, u.rate, RATE).astype(np.float32)
+            for u in real_dev_set(["alsa/Front_Left", "alsa/Rear_Right"])]
+
+
+@pytest.fixture(scope="module")
+def rec():
+    config = load_config("two-pass").recognizer
+    return Recognizer(replace(config, second_pass=replace(config.second_pass,
+                                                          deadline_seconds=60)))
+
+
+def _with(rec, **changes) -> Recognizer:
+    """``rec`` sharing its models, its second pass's settings changed."""
+    second = SecondPass(replace(rec.second_pass.config, **changes), rec.second_pass.model)
+    return Recognizer(rec.config, model=rec.model, symbols=rec.symbols, second_pass=second)
+
+
+class Counts:
+    def __init__(self):
+        self.second = []
+
+    def on_batch(self, size, seconds): pass
+    def on_result_latency(self, seconds): pass
+    def on_stream_error(self, error): pass
+
+    def on_second_pass(self, status, seconds):
+        self.second.append(status)
+
+
+async def _decode(rec, audios, observer=None):
+    async with Engine(rec, observer=observer) as engine:
+        return await asyncio.gather(*(run_stream(engine.open(), [(RATE, a)]) for a in audios))
+
+
+def test_a_held_final_keeps_the_order_of_results(rec, phrases):
+    """Two utterances in one stream: each final is the second pass's, and every result
+    of the second utterance comes after the first's final (held with it)."""
+    gap = np.zeros(3 * RATE, np.float32)
+    counts = Counts()
+    (results,) = asyncio.run(_decode(rec, [np.concatenate([phrases[0], gap, phrases[1]])],
+                                     counts))
+    finals = [r for r in results if r.is_final]
+    assert [(f.segment, f.second_pass) for f in finals if f.words] == [(0, DONE), (1, DONE)]
+    assert finals[0].text == "FRONT LEFT"
+    segments = [r.segment for r in results]
+    assert segments == sorted(segments)
+    first_final = results.index(finals[0])
+    assert all(r.segment == 0 for r in results[:first_final + 1])
+    assert results[-1].is_eof and counts.second == [DONE, DONE]
+
+
+def test_past_the_deadline_the_first_pass_goes_out_marked(rec, phrases):
+    counts = Counts()
+    (results,) = asyncio.run(_decode(_with(rec, deadline_seconds=0.001), [phrases[0]], counts))
+    finals = [r for r in results if r.is_final and r.words]
+    assert [(f.second_pass, f.text == f.first_pass.text) for f in finals] == [(SKIPPED, True)]
+    assert counts.second == [SKIPPED]
+
+
+def test_with_the_queue_full_a_final_is_skipped(rec, phrases):
+    """queue = 1: of two streams' finals made in one batch, one runs, one is skipped."""
+    counts = Counts()
+    both = asyncio.run(_decode(_with(rec, queue=1), [phrases[0], phrases[0]], counts))
+    statuses = sorted(f.second_pass for results in both for f in results if f.is_final)
+    assert statuses == [DONE, SKIPPED] and sorted(counts.second) == [DONE, SKIPPED]
+
+
+def test_transcribe_with_the_shipped_config():
+    """``streamdec transcribe --config two-pass``: the finals of two files are the second
+    pass's, with the first pass's beside them."""
+    files = [str(ALSA / "Front_Left.wav"), str(ALSA / "Side_Left.wav")]
+    run_ = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "--config",
+                           "two-pass", "--format", "jsonl", *files], cwd=REPO,
+                          capture_output=True, text=True, timeout=300 * UNIT)
+    assert run_.returncode == 0, run_.stderr
+    finals = [json.loads(line) for line in run_.stdout.splitlines()
+              if '"type": "final"' in line]
+    assert [(Path(f["file"]).name, f["text"], f["second_pass"]) for f in finals] == [
+        ("Front_Left.wav", "FRONT LEFT", DONE), ("Side_Left.wav", "SIDE LEFT", DONE)]
+    assert all(f["first_pass"]["text"] and f["display"] for f in finals)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    config = tmp_path_factory.mktemp("two-pass") / "patient.toml"
+    config.write_text(PATIENT)
+    s = ServerProcess("--config", str(config), "--vosk-port", "0", start_timeout=180)
+    yield s
+    assert s.stop() == 0
+
+
+def test_server_finals_and_the_connection_option(server, phrases):
+    """sherpa-onnx protocol: finals carry ``second_pass`` and ``first_pass``;
+    ``?second_pass=false`` turns it off for that connection; /metrics counts them."""
+    on = run(sherpa_client(server.url("/"), phrases[0], 1600))
+    off = run(sherpa_client(server.url("/?second_pass=false"), phrases[0], 1600))
+    final_on = [r for r in on["results"] if r["is_final"] and r["text"]]
+    final_off = [r for r in off["results"] if r["is_final"] and r["text"]]
+    assert [(r["text"], r["second_pass"]) for r in final_on] == [("FRONT LEFT", DONE)]
+    assert [r["text"] for r in final_off] == [final_on[0]["first_pass"]]
+    assert "second_pass" not in final_off[0]
+    status, body = get(server.http("/metrics"))
+    assert status == 200
+    done = [line for line in body.splitlines()
+            if line.startswith('streamdec_second_pass_total{outcome="done"}')]
+    assert done and float(done[0].split()[-1]) >= 1.0
+
+
+def test_server_vosk_config_key(server, phrases):
+    pcm = np.round(phrases[1] * 32767).astype(np.int16)
+    url = server.url("/", port=server.ports[1])
+    on = run(vosk_client(url, pcm, 4000, config={"sample_rate": RATE}))
+    off = run(vosk_client(url, pcm, 4000, config={"sample_rate": RATE, "second_pass": False}))
+    finals_on = [r for r in on["replies"] if r.get("text")]
+    finals_off = [r for r in off["replies"] if r.get("text")]
+    assert [r["second_pass"] for r in finals_on] == [DONE]
+    assert [r["text"] for r in finals_off] == [finals_on[0]["first_pass"]]
+
+    async def bad_config():
+        async with websockets.connect(url) as ws:
+            await ws.send(json.dumps({"config": {"second_pass": "yes"}}))
+            replies = await asyncio.wait_for(messages_until_closed(ws), 30 * UNIT)
+        return replies, ws.close_code, ws.close_reason
+
+    replies, code, reason = run(bad_config())
+    assert (code, reason) == (1008, "config second_pass must be a boolean, got 'yes'"), replies
