@@ -243,6 +243,7 @@ def test_repair_refuses_a_non_empty_destination(model_dir, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method, ours", [("greedy_search", SearchConfig()),
                                           ("modified_beam_search",
                                            SearchConfig(method="modified_beam", beam=4))],
@@ -321,3 +322,64 @@ def test_the_repair_is_made_with_the_speed_rewrites_off(model_dir):
     session = open_session(model_dir / ENCODER, ModelConfig(graph_rewrites=False))
     out = session.run(None, {"x": np.zeros((1, 45, 80), np.float32), **_zero_states(session)})
     assert out[0].shape == (1, 8, 320)
+
+
+def test_hotwords_are_cut_into_the_models_bpe_pieces_and_boost_the_word(rec, model_dir, dev):
+    """A hotword is tokenized by the model's bpe.model (sentencepiece's own pieces, mapped
+    through tokens.txt); "CLUBS", heard as "CLOSE" without it, is then recognised; another
+    hotword leaves a transcript alone."""
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(model_dir / "bpe.model"))
+    table = dict(line.split() for line in (model_dir / "tokens.txt").read_text().splitlines())
+    assert rec.symbols.encode("CLUBS") == [int(table[p]) for p in sp.encode("CLUBS", out_type=str)]
+    beam = SearchConfig(method="modified_beam", beam=4)
+    cases = [("cards/001", [], "TEN OF CLOSE"), ("cards/001", ["CLUBS"], "TEN OF CLUBS"),
+             ("goforward/goforward", ["CLUBS :2.0"], "GO FORWARD TEN METERS")]
+    for utt, hotwords, want in cases:
+        got = finals(decode_in_pieces(rec, dev[utt].samples, 3200, search=beam,
+                                      hotwords=hotwords))
+        assert [r.text for r in got] == [want], (utt, hotwords)
+
+
+@pytest.mark.slow
+def test_the_server_protocols_transcribe_real_speech(model_dir, dev, tmp_path):
+    """``streamdec serve --model DIR``: the sherpa-onnx WebSocket protocol, the Vosk one and
+    the OpenAI-style file upload (formatted: "Go forward 10 m.") give each recording's
+    words."""
+    import httpx
+    import soundfile as sf
+
+    from bench.common.devset import normalize
+    from server_utils import (UNIT, ServerProcess, run, sherpa_client, sherpa_text,
+                              vosk_client, vosk_text)
+
+    from streamdec.textfmt import default_formatter
+
+    endpointed = Recognizer(RecognizerConfig(model=ModelConfig(model_dir=str(model_dir))))
+    names = ["goforward/goforward", "cards/003"]
+    server = ServerProcess("--model", str(model_dir), "--vosk-port", "0")
+    try:
+        for name in names:
+            u = dev[name]
+            want = normalize(u.text)
+            got = run(sherpa_client(server.url(), u.samples, 1600))
+            assert got["done"] and normalize(sherpa_text(got["results"])) == want, (name, got)
+            pcm = np.round(u.samples * 32767).astype(np.int16)
+            replies = run(vosk_client(server.url(port=server.ports[1]), pcm, 4000,
+                                      config={"sample_rate": 16000}))
+            assert normalize(vosk_text(replies["replies"])) == want, (name, replies)
+            path = tmp_path / f"{name.replace('/', '_')}.wav"
+            sf.write(path, u.samples, 16000)
+            with open(path, "rb") as f:
+                r = httpx.post(server.http("/v1/audio/transcriptions"), timeout=60 * UNIT,
+                               files={"file": (path.name, f, "audio/wav")},
+                               data={"model": "whisper-1", "response_format": "json"})
+            assert r.status_code == 200, r.text
+            # the upload formats finals for people by default (text_format full)
+            spoken = finals(decode_in_pieces(endpointed, u.samples, 16000))
+            shown = " ".join(default_formatter().apply(f, "full").display for f in spoken
+                             if f.text)
+            assert r.json() == {"text": shown}, name
+    finally:
+        assert server.stop() == 0
