@@ -383,3 +383,16 @@ def test_the_server_protocols_transcribe_real_speech(model_dir, dev, tmp_path):
             assert r.json() == {"text": shown}, name
     finally:
         assert server.stop() == 0
+
+
+def test_the_benchmarks_give_sherpa_onnx_the_repaired_copy(model_dir, tmp_path):
+    from bench.common.peer import sherpa_loadable
+    from streamdec.models.files import find_model_files
+
+    files = find_model_files(ModelConfig(model_dir=str(model_dir)))
+    given = sherpa_loadable(files, tmp_path)
+    assert (given.encoder, given.decoder, given.joiner) == \
+        (tmp_path / ENCODER, files.decoder, files.joiner)
+    session = ort.InferenceSession(str(given.encoder), providers=["CPUExecutionProvider"])
+    out = session.run(None, {"x": np.zeros((1, 45, 80), np.float32), **_zero_states(session)})
+    assert out[0].shape == (1, 8, 320)
