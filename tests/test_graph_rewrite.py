@@ -171,7 +171,7 @@ def test_a_rewrite_that_fails_loads_the_file_as_it_is(tmp_path, monkeypatch, cap
 
     onnx.save(_model(17), str(tmp_path / "m.onnx"))
 
-    def broken(path, into):
+    def broken(path, into, speed=True):
         if failure == "cannot write":
             raise OSError(28, "No space left on device")
         into.write_bytes(b"not a model")

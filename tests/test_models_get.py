@@ -341,7 +341,7 @@ def test_http_error_unknown_name_and_not_downloaded(tmp_path, monkeypatch, capsy
     code, out, err = run(capsys, "models", "get", "no-such-model")
     assert (code, out) == (2, "")
     assert err.startswith("streamdec: error: unknown model 'no-such-model'; "
-                          "'streamdec models list' shows the 14 names it knows")
+                          "'streamdec models list' shows the 16 names it knows")
 
     for argv in (["transcribe", HELLO, "--model", NAME], ["models", "path", NAME]):
         code, out, err = run(capsys, *argv)
@@ -382,13 +382,22 @@ def test_the_builtin_catalog_lists_the_english_models(capsys, home, monkeypatch)
                          "sherpa-onnx-streaming-zipformer-en-2023-06-21",
                          "sherpa-onnx-streaming-zipformer-en-2023-02-21",
                          "sherpa-onnx-lstm-en-2023-02-17"]
-    assert len(names) == 13
+    assert len(names) == 15
     recommended = [line.split()[1] for line in out.splitlines() if line.startswith("*")]
     assert recommended == names[:2]
     for url in [line.split()[1] for line in run(capsys, "models", "list", "--long")[1]
                 .splitlines() if line.strip().startswith("archive ")]:
-        assert url.startswith("https://github.com/k2-fsa/sherpa-onnx/releases/download/"
-                              "asr-models/") and url.endswith(".tar.bz2")
+        assert url.startswith(("https://github.com/k2-fsa/sherpa-onnx/releases/download/"
+                               "asr-models/", "https://github.com/k2-fsa/sherpa-onnx/releases/"
+                               "download/kws-models/")) and url.endswith(".tar.bz2")
+    # the small real-speech English model, with its licence and its training data's terms
+    kws = [n for n in names if "kws-zipformer-gigaspeech-3.3M" in n]
+    assert kws == ["sherpa-onnx-kws-zipformer-gigaspeech-3.3M-2024-01-01",
+                   "sherpa-onnx-kws-zipformer-gigaspeech-3.3M-2024-01-01-mobile"]
+    long = run(capsys, "models", "list", "--long")[1]
+    for name in kws:
+        entry = long.split(name + "\n", 1)[1].split("\n  docs", 1)[0]
+        assert "Apache-2.0" in entry and "non-commercial research and education" in entry, entry
 
 
 class Terminal(io.StringIO):

@@ -6,7 +6,10 @@ One home for the model every benchmark runs on (``add_model_options``): ``--mode
 (default the built-in model), ``--int8`` (the ``*.int8.onnx`` files) and ``--model-variant``
 (one of several ``chunk-N-left-M`` sets), chosen by streamdec's own rules
 (``streamdec.models.files``); sherpa-onnx is then given exactly the files streamdec chose
-(``model_files``), never names guessed from the directory. ``model_report`` is what a
+(``model_files``), never names guessed from the directory; a network streamdec repairs at
+load (a ``-mobile`` zipformer2's lost padding step, ``streamdec.models.repair``) reaches
+sherpa-onnx as the repaired copy ``streamdec models repair`` would write
+(``sherpa_loadable``). ``model_report`` is what a
 report records about them: the files and their sizes, and the provenance of a model made by
 ``make-sized-models`` (its ``summary.json`` one folder up: parameter counts, random
 weights)."""
@@ -14,14 +17,17 @@ weights)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import tempfile
 from pathlib import Path
 
 from streamdec.models import ModelConfig
 from streamdec.models.files import ModelFiles, find_model_files
 
 __all__ = ["SHERPA_METHODS", "add_arena_option", "add_graph_rewrites_option", "add_model_options",
-           "model_config", "model_files", "model_report", "serve_model_args", "sherpa_recognizer"]
+           "model_config", "model_files", "model_report", "serve_model_args", "sherpa_loadable",
+           "sherpa_recognizer"]
 
 #: streamdec search method -> sherpa-onnx decoding_method
 SHERPA_METHODS = {"greedy": "greedy_search", "modified_beam": "modified_beam_search"}
@@ -131,8 +137,28 @@ def sherpa_recognizer(files: ModelFiles, model_type: str, method: str, beam: int
     ``ProfilingFilePrefix``)."""
     import sherpa_onnx
 
-    return sherpa_onnx.OnlineRecognizer.from_transducer(
-        tokens=str(files.tokens), encoder=str(files.encoder), decoder=str(files.decoder),
-        joiner=str(files.joiner), num_threads=threads, sample_rate=16000, feature_dim=80,
-        decoding_method=method, max_active_paths=beam, model_type=model_type,
-        enable_endpoint_detection=endpoint, provider=provider)
+    with tempfile.TemporaryDirectory(prefix="sherpa-model-") as tmp:  # read at construction
+        files = sherpa_loadable(files, Path(tmp))
+        return sherpa_onnx.OnlineRecognizer.from_transducer(
+            tokens=str(files.tokens), encoder=str(files.encoder), decoder=str(files.decoder),
+            joiner=str(files.joiner), num_threads=threads, sample_rate=16000, feature_dim=80,
+            decoding_method=method, max_active_paths=beam, model_type=model_type,
+            enable_endpoint_detection=endpoint, provider=provider)
+
+
+def sherpa_loadable(files: ModelFiles, folder: Path) -> ModelFiles:
+    """``files`` with each network that needs streamdec's lost-padding repair replaced by its
+    repaired copy written into ``folder`` (which must outlive their loading); the others
+    unchanged."""
+    import onnx
+
+    from streamdec.models.repair import repair_lost_padding
+
+    changed = {}
+    for role in ("encoder", "decoder", "joiner"):
+        path = getattr(files, role)
+        model = onnx.load(str(path))
+        if repair_lost_padding(model, path):
+            changed[role] = folder / path.name
+            onnx.save(model, str(changed[role]))
+    return dataclasses.replace(files, **changed) if changed else files

@@ -20,11 +20,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from bench.common.peer import SHERPA_METHODS
+from bench.common.peer import SHERPA_METHODS, sherpa_loadable
 from streamdec.models.files import ModelFiles
 
 __all__ = ["Settings", "Target", "ServerLog", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
@@ -253,6 +253,8 @@ def start_sherpa_onnx(settings: Settings) -> Target:
 
     port = free_port()
     logs = tempfile.TemporaryDirectory(prefix="sherpa-server-")
+    # a network streamdec repairs at load goes to the C++ server as its repaired copy
+    settings = replace(settings, files=sherpa_loadable(settings.files, Path(logs.name)))
     cmd = [str(sherpa_server_binary()), f"--port={port}", *sherpa_server_args(settings),
            f"--log-file={Path(logs.name) / 'log.txt'}", *settings.sherpa_args]
     # its ONNX Runtime library lies in the sherpa_onnx package, found through an RPATH

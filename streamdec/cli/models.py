@@ -1,16 +1,23 @@
-"""``streamdec models list | get NAME | path NAME``: published models, one command away.
+"""``streamdec models list | get NAME | path NAME | repair DIR OUT``: published models, one
+command away.
+
+``repair DIR OUT`` copies a model directory to OUT with each ONNX file whose downsampling
+lost its padding step repaired (``streamdec.models.repair``: what streamdec does itself at
+load), for runtimes that load the files as they are (sherpa-onnx).
 
 Exit status: 0 done; 1 the download or its checks failed (the message says why, and
-whether the bytes received are kept for a resume); 2 a usage error (unknown name, bad
-catalog file).
+whether the bytes received are kept for a resume), or a model file cannot be repaired;
+2 a usage error (unknown name, bad catalog file, OUT not empty).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+from pathlib import Path
 
-from ..errors import ModelDownloadError
+from ..errors import ModelDownloadError, ModelLoadError
 from ..hub import find_entry, install, load_catalog, models_dir
 from ..hub.cache import installed_dir
 from ..hub.catalog import CATALOG_ENV
@@ -54,6 +61,16 @@ def add_parser(sub) -> None:
                            help="print the directory of a downloaded model")
     path.add_argument("name")
     path.set_defaults(run=run_path)
+
+    fix = msub.add_parser("repair", formatter_class=HelpFormatter,
+                          help="write a copy of a model directory that other runtimes load",
+                          description="Copy DIR to OUT, repairing each ONNX file whose "
+                          "downsampling lost its padding step (k2-fsa's -mobile zipformer2 "
+                          "exports): streamdec repairs them itself when it loads them; "
+                          "sherpa-onnx and plain ONNX Runtime need the repaired copy.")
+    fix.add_argument("dir", type=Path, help="the model directory")
+    fix.add_argument("out", type=Path, help="where the copy goes (a new or empty directory)")
+    fix.set_defaults(run=run_repair)
 
 
 def _mb(value) -> str:
@@ -155,4 +172,41 @@ def run_path(args: argparse.Namespace) -> int:
               f"streamdec models get {args.name}", file=sys.stderr)
         return 1
     print(found)
+    return 0
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    import onnx
+
+    from ..models.repair import repair_lost_padding
+
+    src, out = args.dir, args.out
+    if not src.is_dir():
+        print(f"streamdec: error: {src} is not a directory", file=sys.stderr)
+        return 2
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        print(f"streamdec: error: {out} exists and is not an empty directory", file=sys.stderr)
+        return 2
+    files = sorted(p for p in src.iterdir() if p.is_file())
+    repaired: dict[Path, object] = {}
+    try:
+        for path in files:
+            if path.suffix == ".onnx":
+                model = onnx.load(str(path))
+                if repair_lost_padding(model, path):
+                    repaired[path] = model
+    except ModelLoadError as e:
+        print(f"streamdec: error: {e}", file=sys.stderr)
+        return 1
+    out.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        if path in repaired:
+            onnx.save(repaired[path], str(out / path.name))
+        else:
+            shutil.copyfile(path, out / path.name)
+    for path in repaired:
+        print(f"streamdec: repaired {path.name}", file=sys.stderr)
+    if not repaired:
+        print(f"streamdec: nothing to repair in {src}; copied as it is", file=sys.stderr)
+    print(out)
     return 0

@@ -14,7 +14,10 @@ node at 16 streams (``bench/results/2026-12-06-sized-models/experiments``): 0.7-
 nodes. The output differs only by the order of the float sums (a few 1e-6). The new graph
 holds the same weights (their shape gets the extra axis of 1, the bytes are the same) and an
 ``Unsqueeze``/``Squeeze`` pair around each such convolution. ``ModelConfig.graph_rewrites =
-false`` loads the files unchanged.
+false`` leaves the convolutions as they are.
+
+Before them, always (a model that has it cannot run without it): the downsampling pad step
+that some zipformer2 exports lost, repaired (``streamdec.models.repair``).
 """
 
 from __future__ import annotations
@@ -23,21 +26,26 @@ from pathlib import Path
 
 import numpy as np
 
+from .repair import repair_lost_padding
+
 __all__ = ["depthwise_conv1d_as_2d", "rewritten_model"]
 
 
-def rewritten_model(path: Path, into: Path) -> bool:
-    """Write the model of ``path`` after the rewrites to ``into``; False (nothing written)
-    when none applies, and for a model whose weights are external files. (A file, not bytes:
-    an ONNX Runtime session made from bytes keeps them for its lifetime, a second copy of
-    the weights.)"""
+def rewritten_model(path: Path, into: Path, speed: bool = True) -> bool:
+    """Write the model of ``path`` after the rewrites to ``into``: the lost-padding repair,
+    and with ``speed`` the depthwise convolutions as 2-D; False (nothing written) when none
+    applies, and for a model whose weights are external files. (A file, not bytes: an ONNX
+    Runtime session made from bytes keeps them for its lifetime, a second copy of the
+    weights.) ModelLoadError for a pad step the repair cannot prove safe."""
     import onnx
     from onnx.external_data_helper import uses_external_data
 
     model = onnx.load(str(path), load_external_data=False)
     if any(uses_external_data(t) for t in model.graph.initializer):
         return False
-    if depthwise_conv1d_as_2d(model) == 0:
+    repaired = repair_lost_padding(model, path)
+    faster = depthwise_conv1d_as_2d(model) if speed else 0
+    if repaired == 0 and faster == 0:
         return False
     onnx.save(model, str(into))
     return True

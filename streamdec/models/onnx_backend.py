@@ -109,11 +109,10 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     if profile is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = profile
+    session = _rewritten_session(path, opts, speed=config.graph_rewrites)
+    if session is not None:
+        return session
     try:
-        if config.graph_rewrites:
-            session = _rewritten_session(path, opts)
-            if session is not None:
-                return session
         return ort.InferenceSession(str(path), sess_options=opts,
                                     providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
@@ -121,21 +120,25 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
                              f"{str(e).strip().splitlines()[0][:200]})") from e
 
 
-def _rewritten_session(path: Path, opts):
-    """A session on ``path``'s graph after ``streamdec.models.graph``'s rewrites (written to a
-    temporary file: a session made from bytes keeps them), or None where none applies, or
-    where the rewrite cannot be made or loaded (logged): the caller loads the file as it is,
-    and ONNX Runtime's own error, if any, is the one reported."""
+def _rewritten_session(path: Path, opts, speed: bool):
+    """A session on ``path``'s graph after ``streamdec.models.graph``'s rewrites (``speed``:
+    the speed ones too; written to a temporary file: a session made from bytes keeps them), or
+    None where none applies, or where the rewrite cannot be made or loaded (logged): the
+    caller loads the file as it is, and ONNX Runtime's own error, if any, is the one
+    reported. ModelLoadError for a lost pad step the repair cannot prove safe."""
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
         rewritten = Path(tmp) / path.name
         try:
-            if not rewritten_model(path, rewritten):
+            if not rewritten_model(path, rewritten, speed=speed):
                 return None
+        except ModelLoadError:
+            raise
         except Exception as e:  # onnx cannot read it (ONNX Runtime says why), or no disk space
-            log.warning("%s: graph not rewritten (%s: %s); loading the file as it is", path,
-                        type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e) else "")
+            say = log.warning if speed else log.debug
+            say("%s: graph not rewritten (%s: %s); loading the file as it is", path,
+                type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e) else "")
             return None
         try:
             return ort.InferenceSession(str(rewritten), sess_options=opts,
