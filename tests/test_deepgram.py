@@ -15,6 +15,8 @@ real ``streamdec serve`` on loopback, on real recorded speech (LibriSpeech, read
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import numpy as np
 import pytest
@@ -127,7 +129,7 @@ def sherpa_words(results: list[dict]) -> list[tuple[str, float]]:
 def test_sdk_finals_match_the_sherpa_protocol(server, speech):
     messages = stream(server, pcm16(speech))
     got = finals(messages)
-    sherpa = run(sherpa_client(server.url("/sherpa") , speech.astype(np.float32), 1600,
+    sherpa = run(sherpa_client(server.url("/sherpa"), speech.astype(np.float32), 1600,
                                additional_headers={"Authorization": f"Bearer {KEY}"}))
     sherpa_finals = [r for r in sherpa["results"] if r["is_final"] and r["text"]]
     assert len(sherpa_finals) == 2
@@ -146,6 +148,23 @@ def test_sdk_finals_match_the_sherpa_protocol(server, speech):
         assert r.channel_index == [0, 1]
         for w in r.channel.alternatives[0].words:
             assert 0 <= w.start < w.end and 0 < w.confidence <= 1
+
+
+def test_the_documented_client_runs(server, speech, tmp_path):
+    """clients/deepgram_live.py, the docs' example, prints the finals with word times."""
+    wav = tmp_path / "two.wav"
+    sf.write(wav, speech, RATE, subtype="PCM_16")
+    run_client = subprocess.run(
+        [sys.executable, str(REPO / "clients" / "deepgram_live.py"), str(wav),
+         "--url", f"http://127.0.0.1:{server.port}", "--key", KEY],
+        capture_output=True, text=True, timeout=120 * UNIT)
+    assert run_client.returncode == 0, run_client.stderr
+    lines = run_client.stdout.splitlines()
+    sherpa = run(sherpa_client(server.url("/sherpa"), speech, 1600,
+                               additional_headers={"Authorization": f"Bearer {KEY}"}))
+    texts = [r["text"] for r in sherpa["results"] if r["is_final"] and r["text"]]
+    assert [line.split("    [")[0] for line in lines[:-1]] == texts
+    assert lines[-1] == f"({len(speech) / RATE:.2f} s of audio)"
 
 
 def test_sdk_finalize_interim_results_and_events(server, speech):
