@@ -14,6 +14,7 @@ real ``streamdec serve`` on loopback, on real recorded speech (LibriSpeech, read
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -231,3 +232,57 @@ def test_bad_audio_gets_deepgram_error_and_close(server):
     message, code, reason = run(go(server.url("/v1/listen?encoding=linear16&sample_rate=16000")))
     assert message["type"] == "Error" and message["variant"] == "bad_audio"
     assert (code, reason) == (1008, "DATA-0000")
+
+
+# -- pre-recorded: POST /v1/listen ---------------------------------------------------------------
+def test_sdk_prerecorded_file_matches_the_sherpa_protocol(server, speech, tmp_path):
+    wav = tmp_path / "two.wav"
+    sf.write(wav, speech, RATE, subtype="FLOAT")
+    response = client(server).listen.v1.media.transcribe_file(
+        request=wav.read_bytes(), model="nova-3", utterances=True)
+    sherpa = run(sherpa_client(server.url("/sherpa"), speech, 1600,
+                               additional_headers={"Authorization": f"Bearer {KEY}"}))
+    texts = [r["text"] for r in sherpa["results"] if r["is_final"] and r["text"]]
+    alternative = response.results.channels[0].alternatives[0]
+    assert alternative.transcript == " ".join(texts)
+    assert [u.transcript for u in response.results.utterances] == texts
+    got = [(w.word, round(w.start, 2)) for w in alternative.words]
+    theirs = sherpa_words(sherpa["results"])
+    assert [w for w, _ in got] == [w for w, _ in theirs]
+    assert np.allclose([t for _, t in got], [t for _, t in theirs], atol=0.0101)
+    assert response.metadata.duration == pytest.approx(len(speech) / RATE, abs=1e-3)
+    assert response.metadata.channels == 1
+
+
+@pytest.mark.parametrize("query, body, content_type, status, message", [
+    ("", b"not audio", "application/octet-stream", 400, "not a readable audio file"),
+    ("?diarize=true", b"", "application/octet-stream", 400, "diarize is not supported"),
+    ("?interim_results=true", b"", "application/octet-stream", 400, "live streaming only"),
+    ("", b'{"url": "https://example.com/a.wav"}', "application/json", 400,
+     "a URL to fetch is not supported"),
+    ("?encoding=linear16&sample_rate=16000", b"\0\0\0", "application/octet-stream", 400,
+     "not a whole number"),
+])
+def test_prerecorded_errors_in_deepgrams_shape(server, query, body, content_type, status,
+                                               message):
+    import httpx
+    r = httpx.post(server.http("/v1/listen" + query), content=body,
+                   headers={"Authorization": f"Token {KEY}", "Content-Type": content_type})
+    assert r.status_code == status
+    answer = r.json()
+    assert answer["err_code"] == "Bad Request" and message in answer["err_msg"], answer
+    assert set(answer) == {"err_code", "err_msg", "request_id"}
+
+
+def test_prerecorded_raw_audio_and_multipart(server, speech):
+    import httpx
+    headers = {"Authorization": f"Token {KEY}"}
+    raw = httpx.post(server.http("/v1/listen?encoding=linear16&sample_rate=16000"),
+                     content=pcm16(speech), headers=headers, timeout=120 * UNIT).json()
+    wav = io.BytesIO()
+    sf.write(wav, speech, RATE, subtype="PCM_16", format="WAV")
+    form = httpx.post(server.http("/v1/listen"), files={"audio": ("a.wav", wav.getvalue())},
+                      headers=headers, timeout=120 * UNIT).json()
+    transcript = raw["results"]["channels"][0]["alternatives"][0]["transcript"]
+    assert transcript and form["results"]["channels"][0]["alternatives"][0][
+        "transcript"] == transcript

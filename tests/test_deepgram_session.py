@@ -10,7 +10,7 @@ import pytest
 
 from streamdec import SearchConfig
 from streamdec.core.endpoint import EndpointConfig
-from streamdec.errors import ClientError, OptionError
+from streamdec.errors import ClientError, ConfigError, OptionError
 from streamdec.server.deepgram import (DeepgramSession, DeepgramSettings, deepgram_error,
                                        parse_deepgram_query)
 from streamdec.server.session import DRAIN, Close, Feed, Finish, ForceFinal
@@ -185,3 +185,45 @@ def test_errors_as_deepgram_sends_them(kind, code, reason):
     assert json.loads(text) == {"type": "Error", "variant": kind,
                                 "description": "what went wrong", "message": "what went wrong"}
     assert (got_code, got_reason) == (code, reason)
+
+
+# -- pre-recorded ------------------------------------------------------------------------------
+def test_prerecorded_query_reads_a_file_by_its_header_or_raw_audio_by_the_query():
+    from streamdec.server.deepgram_files import prerecorded_query
+    options, settings, utterances, raw = prerecorded_query(
+        {"model": ["nova-3"], "utterances": ["true"], "punctuate": ["true"]},
+        search=SearchConfig())
+    assert (utterances, raw, options.text_format, settings.model) == (True, False, "punct",
+                                                                      "nova-3")
+    options, _, utterances, raw = prerecorded_query(
+        {"encoding": ["mulaw"], "sample_rate": ["8000"]}, search=SearchConfig())
+    assert (options.encoding, options.sample_rate, utterances, raw) == ("mulaw", 8000, False,
+                                                                        True)
+
+
+@pytest.mark.parametrize("query, message", [
+    ({"interim_results": ["true"]}, "for live streaming only"),
+    ({"summarize": ["v2"]}, "summarize is not supported"),
+    ({"multichannel": ["true"]}, "multichannel is not supported for files"),
+    ({"utterances": ["maybe"]}, "utterances must be true or false"),
+    ({"diarize": ["true"]}, "diarize is not supported"),
+])
+def test_prerecorded_refused_queries(query, message):
+    from streamdec.server.deepgram_files import prerecorded_query
+    with pytest.raises(ConfigError, match=message):
+        prerecorded_query(query, search=SearchConfig())
+
+
+def test_prerecorded_response_fields():
+    from streamdec.server.deepgram_files import prerecorded_response
+    body = prerecorded_response([result(), result(text="", tokens=(), timestamps=(), words=())],
+                                3.0, "ab" * 32, "nova-3", True, request_id="req-1")
+    meta = body["metadata"]
+    assert (meta["request_id"], meta["sha256"], meta["duration"], meta["channels"]) == (
+        "req-1", "ab" * 32, 3.0, 1)
+    assert meta["model_info"][meta["models"][0]]["name"] == "nova-3"
+    alternative = body["results"]["channels"][0]["alternatives"][0]
+    assert alternative["transcript"] == "HI YOU" and len(alternative["words"]) == 2
+    (utterance,) = body["results"]["utterances"]  # the empty final is no utterance
+    assert (utterance["start"], utterance["end"], utterance["transcript"]) == (2.04, 2.32,
+                                                                               "HI YOU")

@@ -14,6 +14,8 @@ GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
 POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
+POST ``/v1/listen``                    Deepgram's pre-recorded transcription
+                                       (``deepgram_files``)
 GET ``/health``                        200 ``ok``; 503 while draining
 GET ``/metrics``                       Prometheus text format
 =====================================  =============================================
@@ -52,6 +54,7 @@ from .calls import call_routes
 from .connection import Connection, Disconnected
 from .context import ServerContext
 from .deepgram import deepgram_parser
+from .deepgram_files import transcribe_deepgram
 from .metrics import CONTENT_TYPE_LATEST
 from .options import StreamOptions, parse_options
 from .sherpa import SherpaSession
@@ -185,6 +188,9 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
     async def transcriptions(request: Request) -> Response:
         return await transcribe_upload(context, request)
 
+    async def prerecorded(request: Request) -> Response:
+        return await transcribe_deepgram(context, request)
+
     routes = [WebSocketRoute("/", vosk if vosk_at_root else sherpa),
               WebSocketRoute("/vosk", vosk),
               Route("/health", health), Route("/metrics", metrics)]
@@ -193,6 +199,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    Route("/", index), Route("/admission", admission),
                    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
                    WebSocketRoute("/v1/listen", deepgram),
+                   Route("/v1/listen", prerecorded, methods=["POST"]),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
         routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}
