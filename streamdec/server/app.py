@@ -10,6 +10,7 @@ WebSocket ``/twilio``, ``/audiofork``  calls from Twilio Media Streams and FreeS
                                        mod_audio_fork (``calls``)
 WebSocket ``/calls/{call_id}``         a call's results, live (``calls``)
 WebSocket ``/v1/listen``               Deepgram's live streaming protocol (``deepgram``)
+WebSocket ``/v1/realtime``             OpenAI's Realtime transcription sessions (``realtime``)
 GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
@@ -55,6 +56,7 @@ from .connection import Connection, Disconnected
 from .context import ServerContext
 from .deepgram import deepgram_parser
 from .deepgram_files import transcribe_deepgram
+from .realtime import realtime_parser
 from .metrics import CONTENT_TYPE_LATEST
 from .options import StreamOptions, parse_options
 from .sherpa import SherpaSession
@@ -163,6 +165,8 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
     sherpa = _websocket_route(context, "sherpa", sherpa_session, sherpa_rate, SHERPA_ENCODING)
     deepgram = _websocket_route(context, "deepgram", sherpa_session, sherpa_rate,
                                 SHERPA_ENCODING, deepgram_parser(context))
+    realtime = _websocket_route(context, "realtime", sherpa_session, sherpa_rate,
+                                SHERPA_ENCODING, realtime_parser(context))
     vosk = _websocket_route(context, "vosk", vosk_session, lambda: 8000, "s16le")
 
     async def index(request: Request) -> Response:
@@ -200,6 +204,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
                    WebSocketRoute("/v1/listen", deepgram),
                    Route("/v1/listen", prerecorded, methods=["POST"]),
+                   WebSocketRoute("/v1/realtime", realtime),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
         routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}

@@ -362,7 +362,10 @@ class Connection:
     # -- sessions --------------------------------------------------------------------------
     async def serve(self, session) -> None:
         """Serve one client with ``session`` until it closes, fails or leaves (Disconnected
-        propagates: the caller releases the connection)."""
+        propagates: the caller releases the connection). A session with ``opening``
+        (OpenAI Realtime) first sends what it returns."""
+        if hasattr(session, "opening"):
+            await self._run(session, session.opening())
         if session.push_results:
             await self._serve_pushed(session)
         else:
