@@ -6,7 +6,10 @@ test_properties_protocols.py:
   encoding and channels the connection can use) or an ``OptionError``, nothing else;
 - a Deepgram session feeds the audio exactly as sent until ``CloseStream``, an empty
   binary message or the drain, never after; its errors are ``bad_message`` / ``bad_json``;
-  every message it sends is JSON of one of Deepgram's types.
+  every message it sends is JSON of one of Deepgram's types;
+- an OpenAI Realtime session answers any events, valid ones with bad ones and mutated ones
+  interleaved, without raising: a bad event gets an ``error`` event naming the client's
+  ``event_id``; the audio fed is the appended audio, exactly, in whole samples.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from streamdec.errors import OptionError
 from streamdec.server.deepgram import ENCODINGS, KNOWN, DeepgramSession, parse_deepgram_query
 from streamdec.server.options import MAX_RATE, MIN_RATE, StreamOptions
 from streamdec.server.session import DRAIN, Feed, Finish, ForceFinal, Send
-from test_properties_protocols import _interleave, drive, noise
+from streamdec.core.endpoint import EndpointConfig
+from streamdec.server.realtime import RealtimeSession
+from streamdec.server.session import Reopen, Reply, Retune
+from test_properties_protocols import _interleave, drive, mutated, noise
 from test_server_protocols import result
 
 VALUES = st.text(max_size=12) | st.sampled_from(
@@ -86,3 +92,52 @@ def test_deepgram_feeds_exactly_the_audio_sent_until_close_stream(data, channels
         assert finished
     else:
         assert error.kind in ("bad_message", "bad_json")
+
+
+# -- OpenAI Realtime ---------------------------------------------------------------------------
+def _append(data: bytes) -> str:
+    import base64
+    return json.dumps({"type": "input_audio_buffer.append", "event_id": "a",
+                       "audio": base64.b64encode(data).decode()})
+
+
+def _event_id(item) -> str | None:
+    """The ``event_id`` a client's message gave (None: none, or not a JSON object)."""
+    try:
+        event = json.loads(item) if isinstance(item, str) else None
+    except (ValueError, RecursionError):
+        return None
+    return event.get("event_id") if isinstance(event, dict) else None
+
+
+realtime_valid = [json.dumps({"type": "session.update", "event_id": "u", "session": {
+    "type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"},
+                                                 "turn_detection": None}}}}),
+    '{"type": "input_audio_buffer.commit", "event_id": "c"}',
+    '{"type": "input_audio_buffer.clear", "event_id": "x"}']
+
+
+@given(st.data())
+def test_realtime_answers_every_event_and_feeds_exactly_the_appended_audio(data):
+    import base64
+    valid = data.draw(st.lists(st.binary(max_size=32).map(_append)
+                               | st.sampled_from(realtime_valid), max_size=8))
+    items = _interleave(data, valid, noise | mutated(realtime_valid + [_append(b"ab")]))
+    session = RealtimeSession(StreamOptions(24000, "s16le"), EndpointConfig())
+    outputs, error = drive(session.receive, items)
+    assert error is None  # errors are events
+    for item, commands in zip(items, outputs):
+        encoding = session.options.encoding
+        for command in commands:
+            assert isinstance(command, (Feed, Finish, ForceFinal, Reply, Send, Reopen,
+                                        Retune)) or item is DRAIN, command
+            if isinstance(command, Feed):
+                sent = base64.b64decode(json.loads(item)["audio"])
+                assert command.data == sent and len(sent) % (2 if encoding == "s16le"
+                                                             else 1) == 0
+            if isinstance(command, Send):
+                event = json.loads(command.text)
+                if event["type"] == "error":
+                    assert event["error"]["event_id"] in (_event_id(item), None)
+        if item is DRAIN:
+            break
