@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -177,3 +178,23 @@ def test_wrong_key_and_intent_are_refused(server):
     assert run(status("/v1/realtime?intent=transcription", "wrong")) == 401
     assert run(status("/v1/realtime?model=gpt-4o-realtime", KEY)) == 400
     assert run(status("/v1/realtime?intent=transcription", KEY)) == 101
+
+
+def test_the_documented_client_runs(server, speech, tmp_path):
+    """clients/openai_realtime.py, the docs' example (turn detection off, one commit),
+    prints the sherpa-onnx protocol's transcript of the same audio with no endpoint."""
+    wav = tmp_path / "two.wav"
+    sf.write(wav, speech, RATE, subtype="PCM_16")
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "clients" /
+                             "openai_realtime.py"), str(wav),
+         "--url", f"http://127.0.0.1:{server.port}/v1", "--key", KEY],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    never = "rule1_min_trailing_silence=30&rule2_min_trailing_silence=30" \
+            "&rule3_min_utterance_length=600"
+    audio = speech.astype(np.float32) / 32768
+    out = run(sherpa_client(server.url(f"/sherpa?sample_rate={RATE}&{never}"), audio, 2400,
+                            additional_headers={"Authorization": f"Bearer {KEY}"}))
+    finals = [r["text"] for r in out["results"] if r["is_final"] and r["text"]]
+    assert len(finals) == 1 and done.stdout.strip() == finals[0]
