@@ -38,6 +38,11 @@ kind                   what the client does                                   mu
                        bytes and 320 follow (the rest reads as frames: a bad  T + 2 s
                        type, a hangup, or a length that waits for more)
 ``twilio_early``       Twilio ``media`` before ``start``                      close 1003, 3 s
+``deepgram_bad_audio`` Deepgram (``/v1/listen``, linear16): half a sample     close 1008
+                       as its audio                                           (DATA-0000), 3 s
+``realtime_bad_then_   OpenAI Realtime (``/v1/realtime``): an append that is   close 1008
+silent``               not base64 (answered by an error event, the session    (idle),
+                       goes on), then nothing                                 T + 2 s
 ``upload_stall``       a multipart upload whose body stops mid-way             HTTP 408, T+2 s
 ``upload_endless``     a chunked multipart upload that never ends             HTTP 413 or a
                                                                               reset, 10 s
@@ -102,8 +107,8 @@ RSS_PER_SUBSCRIBER = 64 * 1024  # and per waiting subscriber (no buffer: its obj
 RSS_SLACK = 32 * 2**20  # and in all (allocator growth, the log, metrics)
 SAMPLE_SECONDS = 0.25
 KINDS = ("slowloris", "never_reads", "big_frame", "ping_flood", "bad_utf8", "cut_header",
-         "audiosocket_long", "audiosocket_short", "twilio_early", "upload_stall",
-         "upload_endless")
+         "audiosocket_long", "audiosocket_short", "twilio_early", "deepgram_bad_audio",
+         "realtime_bad_then_silent", "upload_stall", "upload_endless")
 
 
 def expected(kind: str, idle: float) -> tuple[set, float]:
@@ -118,6 +123,8 @@ def expected(kind: str, idle: float) -> tuple[set, float]:
             "audiosocket_long": ({("eof", None)}, T + 2),
             "audiosocket_short": ({("eof", None)}, T + 2),
             "twilio_early": ({("close", 1003)}, 3.0),
+            "deepgram_bad_audio": ({("close", 1008)}, 3.0),
+            "realtime_bad_then_silent": ({("close", 1008)}, T + 2),
             "upload_stall": ({("http", 408)}, T + 2),
             "upload_endless": ({("http", 413), ("reset", None)}, 10.0)}[kind]
 
@@ -413,6 +420,22 @@ class Hostile:
         writer.write(frame(0x1, json.dumps({"event": "media", "media": {
             "track": "inbound", "chunk": "1", "timestamp": "0",
             "payload": base64.b64encode(bytes(160)).decode()}}).encode()))
+        out = await until_closed(reader, writer, t0, limit)
+        writer.close()
+        return {**out, "peer": peer}
+
+    async def deepgram_bad_audio(self, t0, limit):
+        reader, writer = await ws_open(self.port, "/v1/listen?encoding=linear16&sample_rate=16000")
+        peer = local_peer(writer)
+        writer.write(frame(0x2, b"\x00\x00\x00"))
+        out = await until_closed(reader, writer, t0, limit)
+        writer.close()
+        return {**out, "peer": peer}
+
+    async def realtime_bad_then_silent(self, t0, limit):
+        reader, writer = await ws_open(self.port, "/v1/realtime?intent=transcription")
+        peer = local_peer(writer)
+        writer.write(frame(0x1, b'{"type": "input_audio_buffer.append", "audio": "%%%"}'))
         out = await until_closed(reader, writer, t0, limit)
         writer.close()
         return {**out, "peer": peer}

@@ -3,7 +3,7 @@
 a spoken phrase (espeak-ng's voice, 0.3 s of it) sent as each platform's client in
 ``clients/`` sends it (``twilio_replay``'s messages, ``audiosocket_replay``'s frames,
 ``audiofork_replay``'s metadata and L16 frames, ``transcribe_http``'s multipart form, the
-sherpa and Vosk clients' audio messages and control texts), the shipped configs and
+sherpa, Vosk, Deepgram and OpenAI Realtime clients' audio messages and control texts), the shipped configs and
 catalog, the test fixtures' ``tokens.txt`` and encoder exports (their metadata and state
 inputs), and model archives packed as the publishers pack them.
 
@@ -84,6 +84,48 @@ def vosk_seeds() -> list[bytes]:
             b"\x00" + encode_messages(audio[:3] + ['{"reset" : 1}'] + audio[3:] + [None]),
             b"\x01" + encode_messages(pieces(np.repeat(speech(8000, 0.1), 2).astype("<i2")
                                              .tobytes(), 1600) + ['{"eof" : 1}'])]
+
+
+def deepgram_seeds() -> list[bytes]:
+    """The query the Deepgram SDK's live client sends, then its audio and control texts."""
+    audio = pieces(speech(16000, 0.3).astype("<i2").tobytes(), 1600)
+    stereo = pieces(np.repeat(speech(16000, 0.1), 2).astype("<i2").tobytes(), 3200)
+    mulaw = pieces(mulaw_encode(speech(8000, 0.2)), 400)
+    keep, final, close = ('{"type": "KeepAlive"}', '{"type": "Finalize"}',
+                          '{"type": "CloseStream"}')
+    base = "model=nova-3&encoding=linear16&sample_rate=16000"
+    return [encode_messages([base] + audio + [close]),
+            encode_messages([base + "&interim_results=true&vad_events=true"
+                             "&utterance_end_ms=1000&punctuate=true&endpointing=300"]
+                            + audio[:3] + [keep, final] + audio[3:] + [close]),
+            encode_messages([base + "&channels=2&multichannel=true"] + stereo + [b""]),
+            encode_messages(["model=nova-2&encoding=mulaw&sample_rate=8000"
+                             "&keywords=call:2&keyterm=five&smart_format=true"]
+                            + mulaw + [None])]
+
+
+def realtime_seeds() -> list[bytes]:
+    """The events OpenAI's realtime client sends in a transcription session."""
+    import base64
+
+    def append(data: bytes) -> str:
+        return json.dumps({"type": "input_audio_buffer.append",
+                           "audio": base64.b64encode(data).decode()})
+
+    pcm = [append(p) for p in pieces(speech(24000, 0.2).astype("<i2").tobytes(), 960)]
+    ulaw = [append(p) for p in pieces(mulaw_encode(speech(8000, 0.2)), 320)]
+    ga = {"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
+        "format": {"type": "audio/pcm", "rate": 24000},
+        "transcription": {"model": "gpt-4o-transcribe", "language": "en", "prompt": "call"},
+        "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}}
+    beta = {"type": "transcription_session.update", "session": {
+        "input_audio_format": "g711_ulaw", "turn_detection": None,
+        "input_audio_transcription": {"model": "whisper-1"}}}
+    commit, clear = ('{"type": "input_audio_buffer.commit"}',
+                     '{"type": "input_audio_buffer.clear"}')
+    return [encode_messages([json.dumps(ga)] + pcm + [commit]),
+            encode_messages(pcm[:3] + [clear] + pcm[3:] + [commit, None]),
+            encode_messages([json.dumps(beta)] + ulaw + [commit])]
 
 
 def twilio_seeds() -> list[bytes]:
@@ -215,7 +257,8 @@ def archive_seeds() -> list[bytes]:
     return out
 
 
-SEEDS = {"sherpa": sherpa_seeds, "vosk": vosk_seeds, "twilio": twilio_seeds,
+SEEDS = {"sherpa": sherpa_seeds, "vosk": vosk_seeds, "deepgram": deepgram_seeds,
+         "realtime": realtime_seeds, "twilio": twilio_seeds,
          "audiofork": audiofork_seeds, "audiosocket": audiosocket_seeds,
          "multipart": multipart_seeds, "pcm": pcm_seeds, "config": config_seeds,
          "tokens": tokens_seeds, "onnx_meta": onnx_meta_seeds, "catalog": catalog_seeds,

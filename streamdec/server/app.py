@@ -9,10 +9,14 @@ WebSocket ``/vosk``                    Vosk protocol
 WebSocket ``/twilio``, ``/audiofork``  calls from Twilio Media Streams and FreeSWITCH
                                        mod_audio_fork (``calls``)
 WebSocket ``/calls/{call_id}``         a call's results, live (``calls``)
+WebSocket ``/v1/listen``               Deepgram's live streaming protocol (``deepgram``)
+WebSocket ``/v1/realtime``             OpenAI's Realtime transcription sessions (``realtime``)
 GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
 POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
+POST ``/v1/listen``                    Deepgram's pre-recorded transcription
+                                       (``deepgram_files``)
 GET ``/health``                        200 JSON: ``status``, ``version``, streams; 503 draining
 GET ``/metrics``                       Prometheus text format
 =====================================  =============================================
@@ -50,6 +54,9 @@ from .access import Refusal
 from .calls import call_routes
 from .connection import Connection, Disconnected
 from .context import ServerContext
+from .deepgram import deepgram_parser
+from .deepgram_files import transcribe_deepgram
+from .realtime import realtime_parser
 from .metrics import CONTENT_TYPE_LATEST
 from .options import StreamOptions, parse_options
 from .sherpa import SherpaSession
@@ -61,6 +68,8 @@ __all__ = ["create_app"]
 SHERPA_ENCODING = "f32le"  # the sherpa-onnx protocol's default audio encoding
 
 Session = Callable[[StreamOptions], object]  # a new protocol session for these options
+# a protocol's own query (name -> values) read: its options and its session
+Parse = Callable[[dict], "tuple[StreamOptions, object]"]
 
 
 def _web_dir():
@@ -83,11 +92,33 @@ def _admission(context: ServerContext, headers, query_params, default_rate: int,
         return Refusal(400, str(e))
 
 
+def _own_admission(context: ServerContext, headers, query_params, parse: Parse
+                   ) -> tuple[StreamOptions, object] | Refusal:
+    """A protocol with its own query (a cloud vendor's): its options and session, or why
+    the handshake is refused."""
+    refusal = context.refusal(headers, query_params)
+    if refusal is not None:
+        return refusal
+    try:
+        return parse({k: query_params.getlist(k) for k in query_params.keys()})
+    except ConfigError as e:
+        return Refusal(400, str(e))
+
+
 def _websocket_route(context: ServerContext, protocol: str, session: Session,
-                     default_rate: Callable[[], int], encoding: str):
+                     default_rate: Callable[[], int], encoding: str,
+                     parse: Parse | None = None):
+    """``parse``: a protocol's own reading of the query (its options and session; None:
+    ``parse_options`` and ``session(options)``)."""
     async def endpoint(websocket: WebSocket) -> None:
-        options = _admission(context, websocket.headers, websocket.query_params,
-                             default_rate(), encoding)
+        if parse is None:
+            options = _admission(context, websocket.headers, websocket.query_params,
+                                 default_rate(), encoding)
+            made = None
+        else:
+            options = _own_admission(context, websocket.headers, websocket.query_params, parse)
+            if not isinstance(options, Refusal):
+                options, made = options
         if isinstance(options, Refusal):
             kind = "bad_options" if options.status == 400 else f"refused_{options.status}"
             context.metrics.errors.labels(kind).inc()
@@ -107,7 +138,7 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
         try:
             await websocket.accept(headers=context.accept_headers)
             connection.start()
-            await connection.serve(session(options))
+            await connection.serve(session(options) if made is None else made)
         except Disconnected:
             pass  # the client left: its streams are dropped below
         finally:
@@ -132,6 +163,10 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                            context.config.endpoint_limits())
 
     sherpa = _websocket_route(context, "sherpa", sherpa_session, sherpa_rate, SHERPA_ENCODING)
+    deepgram = _websocket_route(context, "deepgram", sherpa_session, sherpa_rate,
+                                SHERPA_ENCODING, deepgram_parser(context))
+    realtime = _websocket_route(context, "realtime", sherpa_session, sherpa_rate,
+                                SHERPA_ENCODING, realtime_parser(context))
     vosk = _websocket_route(context, "vosk", vosk_session, lambda: 8000, "s16le")
 
     async def index(request: Request) -> Response:
@@ -157,6 +192,9 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
     async def transcriptions(request: Request) -> Response:
         return await transcribe_upload(context, request)
 
+    async def prerecorded(request: Request) -> Response:
+        return await transcribe_deepgram(context, request)
+
     routes = [WebSocketRoute("/", vosk if vosk_at_root else sherpa),
               WebSocketRoute("/vosk", vosk),
               Route("/health", health), Route("/metrics", metrics)]
@@ -164,6 +202,9 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
         routes += [WebSocketRoute("/sherpa", sherpa),
                    Route("/", index), Route("/admission", admission),
                    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
+                   WebSocketRoute("/v1/listen", deepgram),
+                   Route("/v1/listen", prerecorded, methods=["POST"]),
+                   WebSocketRoute("/v1/realtime", realtime),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
         routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}

@@ -344,21 +344,29 @@ class Connection:
         except Exception:  # already closed by the client
             pass
 
-    async def fail(self, error: ClientError) -> None:
-        """Tell the client what went wrong and close with the kind's code."""
+    async def fail(self, error: ClientError, session=None) -> None:
+        """Tell the client what went wrong and close with the kind's code (or with the
+        message, code and reason of ``session.error_reply(error)`` when the protocol has
+        its own)."""
         if error.kind != "decode_failed":  # counted once by the engine's observer
             self.metrics.errors.labels(error.kind).inc()
         self.close_reason = f"{error.kind}: {error}"
+        text, code, reason = error_json(error), error.code, str(error)
+        if hasattr(session, "error_reply"):
+            text, code, reason = session.error_reply(error)
         try:
-            await self.send(error_json(error))
+            await self.send(text)
         except Disconnected:
             pass
-        await self.close(error.code, str(error))
+        await self.close(code, reason)
 
     # -- sessions --------------------------------------------------------------------------
     async def serve(self, session) -> None:
         """Serve one client with ``session`` until it closes, fails or leaves (Disconnected
-        propagates: the caller releases the connection)."""
+        propagates: the caller releases the connection). A session with ``opening``
+        (OpenAI Realtime) first sends what it returns."""
+        if hasattr(session, "opening"):
+            await self._run(session, session.opening())
         if session.push_results:
             await self._serve_pushed(session)
         else:
@@ -420,7 +428,7 @@ class Connection:
                     await self._run(session, [Finish(), Reply()])
                 raise
         except ClientError as e:
-            await self.fail(e)
+            await self.fail(e, session)
 
     async def _push(self, session, channel: int) -> None:
         try:
@@ -446,17 +454,17 @@ class Connection:
                 if isinstance(error, ClientError) and error.after_results:
                     self.finish()
                     await sending  # the results of the audio sent so far, then the error
-                    await self.fail(error)
+                    await self.fail(error, session)
                     return
                 if isinstance(error, ClientError):
-                    await self.fail(error)
+                    await self.fail(error, session)
                     return
                 if error is not None and not isinstance(error, Disconnected):
                     raise error
                 return  # the client left: its streams are dropped
             error = sending.exception()
             if isinstance(error, ClientError):
-                await self.fail(error)
+                await self.fail(error, session)
             elif isinstance(error, Disconnected):
                 return
             elif error is not None:
