@@ -16,9 +16,11 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # fonts-dejavu-core (the page's text in its screenshots): the captioning page's tests.
 # pocketsphinx-testdata, alsa-utils (/usr/share/sounds/alsa): real speech, the real-voice
 # benchmark's dev set (bench/accuracy/realvoice.py; its smoke test reads two files).
+# postgresql: the transcript store's tests start a real PostgreSQL server (initdb, pg_ctl;
+# as root they run it as the package's postgres user: tests/postgres_utils.py).
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
       libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core
-      pocketsphinx-testdata alsa-utils"
+      pocketsphinx-testdata alsa-utils postgresql"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -5,7 +5,8 @@ app import it; the core receives the frozen ``RecognizerConfig`` it holds.
 A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoint]``
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[vad]`` (voice activity
 detection, ``streamdec.audio.vad``), ``[audio]``, ``[server]`` (the
-daemon, ``streamdec.server.config``, with the engine's keys) and ``[ray]`` (the daemon on Ray Serve,
+daemon, ``streamdec.server.config``, with the engine's keys), ``[store]`` (the daemon's
+transcript store, ``streamdec.records.config``) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default. Unknown keys are errors (a typo must not be silently ignored).
 Relative paths in a file (``model.model_dir``, ``model.encoder`` etc., ``search.hotwords_file``, the server's
@@ -27,6 +28,7 @@ from .core.recognizer import RecognizerConfig
 from .errors import ConfigError
 from .models.config import ModelConfig
 from .rayserve.config import RayConfig
+from .records.config import StoreConfig
 from .search.config import SearchConfig
 from .server.config import SETTINGS as SERVER_KEYS
 from .server.config import ServerConfig
@@ -39,6 +41,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: (table, key) of settings that name files: relative to the config file that sets them
 PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"), ("server", "token_file"),
+             ("server", "read_token_file"),
              ("server", "tls_cert"), ("server", "tls_key"), ("model", "encoder"),
              ("model", "decoder"), ("model", "joiner"), ("model", "tokens"))
 #: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config
@@ -65,13 +68,14 @@ class AppConfig:
     audio: AudioConfig = field(default_factory=AudioConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
 
 
 def parse_config(data: dict, where: str = "config", base_dir: Path | None = None) -> AppConfig:
     """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
     ``base_dir`` (the config file's folder) when given."""
     unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
-                                "server", "ray", "vad"})
+                                "server", "ray", "vad", "store"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     if base_dir is not None:
@@ -90,7 +94,8 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
                                                   f"{where} [audio]"),
                      server=build_table(ServerConfig, data.get("server", {}), f"{where} [server]",
                                    SERVER_KEYS, lambda **table: ServerConfig().updated(table)),
-                     ray=build_table(RayConfig, data.get("ray", {}), f"{where} [ray]"))
+                     ray=build_table(RayConfig, data.get("ray", {}), f"{where} [ray]"),
+                     store=build_table(StoreConfig, data.get("store", {}), f"{where} [store]"))
 
 
 def _resolve_paths(data: dict, base_dir: Path) -> dict:

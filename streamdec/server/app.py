@@ -13,6 +13,9 @@ GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
 POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
+GET ``/calls/{id}/transcript``,       stored transcripts (``transcripts``): JSON, text,
+``/streams/{id}/transcript``,          SRT, WebVTT; the listing; DELETE to erase
+``/transcripts``
 GET ``/health``                        200 ``ok``; 503 while draining
 GET ``/metrics``                       Prometheus text format
 =====================================  =============================================
@@ -52,8 +55,10 @@ from .connection import Connection, Disconnected
 from .context import ServerContext
 from .metrics import CONTENT_TYPE_LATEST
 from .options import StreamOptions, parse_options
+from .recording import STREAM_ID_HEADER
 from .sherpa import SherpaSession
 from .transcription import transcribe_upload
+from .transcripts import transcript_routes
 from .vosk import VoskSession
 
 __all__ = ["create_app"]
@@ -97,15 +102,18 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
         try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
             await context.engine.prepare(options.search, options.hotwords, options.phrases)
             connection = Connection(context.engine, context.config, context.metrics,
-                                    websocket, protocol, options)
+                                    websocket, protocol, options, context.records)
         # e.g. phrases the model cannot spell, or vad=true without the VAD's package
         except (ConfigError, TokenizeError, ModelLoadError) as e:
             context.metrics.errors.labels("bad_options").inc()
             await websocket.send_denial_response(PlainTextResponse(str(e), 400))
             return
         context.admit(protocol, connection)
+        headers = list(context.accept_headers or [])
+        if connection.record_id is not None:  # its transcript: GET /streams/{id}/transcript
+            headers.append((STREAM_ID_HEADER, connection.record_id.encode()))
         try:
-            await websocket.accept(headers=context.accept_headers)
+            await websocket.accept(headers=headers or None)
             connection.start()
             await connection.serve(session(options))
         except Disconnected:
@@ -166,6 +174,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
+        routes += transcript_routes(context)  # before /calls/{call_id}: GET .../transcript
         routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}
 
     @contextlib.asynccontextmanager

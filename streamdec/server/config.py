@@ -55,6 +55,9 @@ class ServerConfig:
     drain_timeout_seconds: float = 30.0
     # bearer tokens, one per line (None: no auth); TLS certificate and key (PEM) for wss/https
     token_file: str | None = None
+    # tokens that may only read stored transcripts (GET /calls/{id}/transcript,
+    # /streams/{id}/transcript, /transcripts), one per line; token_file's may do everything
+    read_token_file: str | None = None
     # Twilio's auth token (a file holding it): /twilio then admits a handshake signed with
     # it (X-Twilio-Signature); twilio_stream_url: the <Stream> URL as written in the TwiML
     # (None: the handshake's own wss://HOST/twilio; set it behind a proxy that rewrites them)

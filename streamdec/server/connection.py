@@ -52,6 +52,7 @@ from ..errors import (CLOSE_CODES, AudioInputError, ClientError, DecodeError, Di
                       StreamdecError)
 from .display import formatted
 from .options import StreamOptions
+from .recording import begin_session, end_status, store_final
 from .session import DRAIN, Close, Feed, Finish, ForceFinal, Reopen, Reply, Retune, Send
 from .wsframes import DIRECT_AUDIO
 
@@ -85,7 +86,9 @@ class Connection:
     server."""
 
     def __init__(self, engine: "Engine", limits: "ServerConfig", metrics: "Metrics",
-                 websocket: "WebSocket", protocol: str, options: StreamOptions) -> None:
+                 websocket: "WebSocket", protocol: str, options: StreamOptions,
+                 records=None) -> None:
+        """``records``: the transcript store (``Recorder``; None: finals are not stored)."""
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
@@ -105,6 +108,11 @@ class Connection:
         self._started = False
         self._idle_timer: asyncio.TimerHandle | None = None
         self.open_streams(options)
+        self.records = records
+        self.failed = False  # it ended with an error (``fail``)
+        self.record_id = None if records is None else begin_session(
+            records, engine, "stream", None, protocol,
+            {"peer": self.peer, "options": options.describe()})
         self._reader: asyncio.Task | None = None  # the task waiting on the socket now
         self._interrupting = False  # its wait is being cancelled by an interruption
         self._disconnect: dict | None = None  # the client's close, once read
@@ -348,6 +356,7 @@ class Connection:
         if error.kind != "decode_failed":  # counted once by the engine's observer
             self.metrics.errors.labels(error.kind).inc()
         self.close_reason = f"{error.kind}: {error}"
+        self.failed = True
         try:
             await self.send(error_json(error))
         except Disconnected:
@@ -387,6 +396,8 @@ class Connection:
                     except DecodeError as e:
                         raise ClientError("decode_failed", str(e)) from None
                     results = [await formatted(r, self.text_format) for r in results]
+                    for result in results:
+                        await self._store(channel, result)
                     await self._run(session, session.reply(channel, results,
                                                            self.audio_seconds))
             elif isinstance(command, Reopen):
@@ -425,6 +436,7 @@ class Connection:
         try:
             async for result in self.lives[channel].results():
                 result = await formatted(result, self.text_format)
+                await self._store(channel, result)
                 await self._run(session, session.result(channel, result))
         except DecodeError as e:
             raise ClientError("decode_failed", str(e)) from None
@@ -471,6 +483,11 @@ class Connection:
                 task.cancel()
             await asyncio.gather(sending, reading, return_exceptions=True)
 
+    async def _store(self, channel: int, result) -> None:
+        """A final into the transcript store before it is sent (``recording``)."""
+        if self.record_id is not None:
+            await store_final(self.records, self.record_id, str(channel), channel, result)
+
     # -- end ---------------------------------------------------------------------------------
     def release(self) -> None:
         """Free everything (the streams too: an abrupt disconnect drops them) and log."""
@@ -479,6 +496,9 @@ class Connection:
             self._holding.cancel()
         for live in self.lives:
             live.close()
+        if self.record_id is not None:
+            self.records.end(self.record_id, end_status(self.failed, ""),
+                             self.close_reason or "normal")
         log.info(json.dumps({
             "event": "connection", "id": self.id, "peer": self.peer, "protocol": self.protocol,
             "options": self.options.describe(), "audio_seconds": round(self.audio_seconds, 3),
