@@ -41,7 +41,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: (table, key) of settings that name files: relative to the config file that sets them
 PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"), ("server", "token_file"),
-             ("server", "read_token_file"),
+             ("server", "read_token_file"), ("server", "redact_patterns_file"),
              ("server", "tls_cert"), ("server", "tls_key"), ("model", "encoder"),
              ("model", "decoder"), ("model", "joiner"), ("model", "tokens"))
 #: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config

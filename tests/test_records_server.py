@@ -242,3 +242,28 @@ def test_sigkill_mid_call_loses_no_final_a_client_received_and_marks_the_calls_c
         assert len(heard) >= CALLS
     finally:
         assert again.stop() == 0
+
+
+def test_a_card_number_read_aloud_is_redacted_in_what_is_sent_and_stored(server, setup):
+    """``?redact=cards``: the card number (4111 1111 1111 1111, read digit by digit) never
+    leaves the server nor reaches the store, in finals or partials; its words keep their
+    times."""
+    d, _, _ = setup
+    card = ", ".join(["four one one one"] + ["one one one one"] * 3)
+    speech = speak(f"my card number is {card}", d / "card.wav")
+    audio = np.concatenate([speech, np.zeros(40000, np.float32)])
+    stream_id, out = run(sherpa_stream(server.url("/?redact=cards"), audio))
+    finals = [r for r in out["results"] if r["is_final"] and r["text"]]
+    assert len(finals) == 1 and "[redacted]" in finals[0]["text"], finals
+    for r in out["results"]:  # partials too: no run of more than 5 digit words
+        run_length = longest = 0
+        for word in r["text"].split():
+            run_length = run_length + 1 if word in ("ONE", "FOUR") else 0
+            longest = max(longest, run_length)
+        assert longest <= 5, r["text"]
+    record = json.loads(fetch(server, f"/streams/{stream_id}/transcript", READER)[2])
+    assert [f["text"] for f in record["finals"]] == [finals[0]["text"]]
+    stored = [w["word"] for w in record["finals"][0]["words"]]
+    assert stored.count("[redacted]") == 16, stored
+    times = [(w["start"], w["end"]) for w in record["finals"][0]["words"]]
+    assert times == sorted(times) and all(a < b for a, b in times)

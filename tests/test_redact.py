@@ -122,3 +122,26 @@ def test_nothing_to_redact_gives_the_same_result_and_a_partial_restarts_its_pref
                                    is_final=False), RULES)
     assert partial.text == "MY SSN " + " ".join([MARKER] * 9)
     assert (partial.stable_chars, partial.stable_tokens) == (0, 0)
+
+
+@pytest.mark.parametrize("text, redacted", [
+    ("CARD FIVE FIVE FIVE FIVE FIVE FIVE FIVE FIVE FIVE FIVE FIVE FIVE FOR FOUR FOUR FOUR",
+     set(range(1, 17))),  # "FOR": a four misheard, between two number words
+    ("card 42424242 for 242 for 242.", {1, 2, 3, 4, 5}),
+])
+def test_a_digit_misheard_as_a_word_that_sounds_like_it_counts_between_numbers(text, redacted):
+    assert redact_words(text.split(), RULES) == redacted
+
+
+def test_a_word_that_sounds_like_a_digit_is_left_elsewhere():
+    assert redact_words("for two people at four to five".split(), RULES) == set()
+
+
+def test_a_partial_that_ends_inside_a_long_number_hides_it_until_its_final():
+    rules = RedactionRules()
+    words = "MY CARD IS FOUR ONE ONE ONE ONE ONE".split()
+    assert redact_words(words, rules, partial=True) == set(range(3, 9))
+    assert redact_words(words, rules) == set()  # a final: six digits are no card
+    assert redact_words(words[:-1], rules, partial=True) == set()  # five digits
+    assert redact_words(words + ["ON"], rules, partial=True) == set(range(3, 10))
+    assert redact_words(words + ["OK", "SO"], rules, partial=True) == set()  # it ended

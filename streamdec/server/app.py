@@ -102,7 +102,8 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
         try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
             await context.engine.prepare(options.search, options.hotwords, options.phrases)
             connection = Connection(context.engine, context.config, context.metrics,
-                                    websocket, protocol, options, context.records)
+                                    websocket, protocol, options, context.records,
+                                    context.redaction)
         # e.g. phrases the model cannot spell, or vad=true without the VAD's package
         except (ConfigError, TokenizeError, ModelLoadError) as e:
             context.metrics.errors.labels("bad_options").inc()

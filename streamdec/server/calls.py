@@ -49,6 +49,7 @@ from .call_settings import call_settings
 from .config import ServerConfig
 from .display import display_fields, formatted
 from .recording import begin_session, end_status, store_final
+from .redaction import redacted
 from .twilio import TwilioProtocol
 
 __all__ = ["CallSession", "Transport", "open_call_stream", "call_routes",
@@ -182,6 +183,7 @@ class CallSession:
         self.close_code: int | None = None
         self.text_format = context.config.call_text_format  # the call's (set at its start)
         self.record_id: str | None = None  # its session in the transcript store
+        self.redact: frozenset[str] = frozenset()  # the call's kinds (on the server's)
 
     # -- the context's connection interface -------------------------------------------------
     def request_drain(self) -> None:
@@ -291,6 +293,7 @@ class CallSession:
         settings = call_settings(event.settings, engine.recognizer.config.endpoint,
                                  self.context.config.endpoint_limits())  # or bad_config
         self.text_format = settings.text_format or self.text_format
+        self.redact = settings.redact
         self.call_id = event.call_id
         self.legs = event.legs
         self.lives = [open_call_stream(engine, self.context.config, settings.endpoint)
@@ -346,6 +349,7 @@ class CallSession:
         try:
             async for result in self.lives[leg].results():
                 result = await formatted(result, self.text_format)  # finals, off the loop
+                result = redacted(result, self.context.redaction, self.redact)
                 message = result_message(self.call_id, self.protocol, self.legs[leg], leg,
                                          result)
                 message.update(display_fields([result]))

@@ -53,6 +53,7 @@ from ..errors import (CLOSE_CODES, AudioInputError, ClientError, DecodeError, Di
 from .display import formatted
 from .options import StreamOptions
 from .recording import begin_session, end_status, store_final
+from .redaction import NONE, redacted
 from .session import DRAIN, Close, Feed, Finish, ForceFinal, Reopen, Reply, Retune, Send
 from .wsframes import DIRECT_AUDIO
 
@@ -87,8 +88,10 @@ class Connection:
 
     def __init__(self, engine: "Engine", limits: "ServerConfig", metrics: "Metrics",
                  websocket: "WebSocket", protocol: str, options: StreamOptions,
-                 records=None) -> None:
-        """``records``: the transcript store (``Recorder``; None: finals are not stored)."""
+                 records=None, redaction=None) -> None:
+        """``records``: the transcript store (``Recorder``; None: finals are not stored);
+        ``redaction``: the server's ``RedactionRules`` (None: none), this connection's
+        ``redact`` option on top."""
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
@@ -109,6 +112,7 @@ class Connection:
         self._idle_timer: asyncio.TimerHandle | None = None
         self.open_streams(options)
         self.records = records
+        self.redaction = redaction or NONE
         self.failed = False  # it ended with an error (``fail``)
         self.record_id = None if records is None else begin_session(
             records, engine, "stream", None, protocol,
@@ -395,7 +399,9 @@ class Connection:
                         results = await live.next_results() if live.done else live.pop_results()
                     except DecodeError as e:
                         raise ClientError("decode_failed", str(e)) from None
-                    results = [await formatted(r, self.text_format) for r in results]
+                    results = [redacted(await formatted(r, self.text_format),
+                                        self.redaction, self.options.redact)
+                               for r in results]
                     for result in results:
                         await self._store(channel, result)
                     await self._run(session, session.reply(channel, results,
@@ -435,7 +441,8 @@ class Connection:
     async def _push(self, session, channel: int) -> None:
         try:
             async for result in self.lives[channel].results():
-                result = await formatted(result, self.text_format)
+                result = redacted(await formatted(result, self.text_format),
+                                  self.redaction, self.options.redact)
                 await self._store(channel, result)
                 await self._run(session, session.result(channel, result))
         except DecodeError as e:

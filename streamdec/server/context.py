@@ -33,6 +33,7 @@ from .call_relay import CallRelay
 from .config import ServerConfig
 from .connection import Connection
 from .metrics import Metrics
+from .redaction import server_rules
 from .subscribers import CallHub
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class ServerContext:
                  share: "ServerShare | None" = None, records: Recorder | None = None) -> None:
         self.engine = engine
         self.records = records  # the transcript store (None: finals are not stored)
+        self.redaction = server_rules(config)  # every result's, before it leaves
         self.replica = replica
         # what every accepted WebSocket answers with: the replica's name, when it has one
         self.accept_headers = ([(b"x-streamdec-replica", replica.encode())]

@@ -7,7 +7,9 @@ in a result's words, replaced by a marker (pure: no I/O).
 What is a number: a word that is a digit written out (``zero``/``oh`` .. ``nine``, any
 case: the model's raw text) or digits with separators (``4111``, ``4111-1111``,
 ``123-45-6789``: formatted text after inverse text normalisation). Consecutive such words
-make a run, read as one string of digits:
+make a run, read as one string of digits; a word that sounds like a digit (``for``,
+``to``, ``too``, ``won``, ``ate``: what a recogniser writes for a digit it misheard) counts
+as that digit between two number words:
 
 - a card number: any consecutive words of a run whose digits are 13 to 19 long and pass
   the Luhn check (ISO/IEC 7812), as a card number read in groups or digit by digit;
@@ -16,6 +18,11 @@ make a run, read as one string of digits:
   0000); a run of another length (a phone number, an amount) is left alone;
 - a pattern: a regular expression (case-insensitive) over the words joined by spaces;
   every word it touches is redacted.
+
+A partial is cut off mid-number while the caller speaks: in a partial, a run of at least
+``PENDING_DIGITS`` digits that reaches its last word, or the word before it (the last may
+be a digit half heard: ``ON``), is redacted too, with that last word (it may still become a
+card number), so that a card is not read out digit by digit before its final comes.
 
 Each redacted word becomes ``marker`` with its times and confidence kept. The raw words
 and the formatted words of a final are redacted each on its own and then across: a word
@@ -35,19 +42,44 @@ from ..core.results import Result, Word
 from ..errors import ConfigError
 
 __all__ = ["RedactionRules", "redact_words", "redact_result", "luhn_valid", "ssn_valid",
-           "word_digits", "MARKER"]
+           "word_digits", "MARKER", "KINDS", "parse_kinds"]
 
 MARKER = "[redacted]"
 SPOKEN = {"zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3",
           "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9"}
+#: words that sound like a digit: counted as it between two number words
+SOUNDS_LIKE = {"for": "4", "to": "2", "too": "2", "won": "1", "ate": "8"}
+PENDING_DIGITS = 6
 _DIGITS = re.compile(r"^\d[\d\- ]*$")
 _EDGE = ".,;:!?\"'()"
+#: what may be named for redaction (``parse_kinds``)
+KINDS = ("cards", "ssn")
+
+
+def parse_kinds(text: str, where: str = "redact") -> frozenset[str]:
+    """``cards,ssn`` -> the kinds named (``all``: every kind; ``""`` or ``off``: none);
+    ConfigError for an unknown name."""
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    if names <= {"off"}:
+        return frozenset()
+    if names == {"all"}:
+        return frozenset(KINDS)
+    unknown = sorted(names - set(KINDS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown kind(s) {', '.join(unknown)} (one or more of "
+                          f"{', '.join(KINDS)}, or all, or off)")
+    return frozenset(names)
 
 
 @dataclass(frozen=True)
 class RedactionRules:
     cards: bool = True  # payment card numbers (13-19 digits passing the Luhn check)
     ssn: bool = True  # US social security numbers (9 digits, as issued)
+
+    @classmethod
+    def of(cls, kinds: frozenset[str], patterns: tuple[str, ...] = ()) -> "RedactionRules":
+        """The rules for ``kinds`` (``parse_kinds``) and ``patterns``."""
+        return cls(cards="cards" in kinds, ssn="ssn" in kinds, patterns=patterns)
     patterns: tuple[str, ...] = ()  # regular expressions (case-insensitive)
     marker: str = MARKER  # what a redacted word becomes
 
@@ -94,9 +126,13 @@ def word_digits(word: str) -> str | None:
     return None
 
 
-def _numbers(words: Sequence[str], rules: RedactionRules) -> set[int]:
+def _numbers(words: Sequence[str], rules: RedactionRules, partial: bool = False) -> set[int]:
     out: set[int] = set()
     digits = [word_digits(w) for w in words]
+    for k in range(1, len(words) - 1):
+        sound = SOUNDS_LIKE.get(words[k].strip(_EDGE).lower())
+        if sound and digits[k] is None and digits[k - 1] and digits[k + 1]:
+            digits[k] = sound
     n = 0
     while n < len(words):
         if digits[n] is None:
@@ -106,6 +142,9 @@ def _numbers(words: Sequence[str], rules: RedactionRules) -> set[int]:
         while end < len(words) and digits[end] is not None:
             end += 1
         run = range(n, end)  # words n .. end-1 are a run of numbers
+        if (partial and end >= len(words) - 1 and (rules.cards or rules.ssn)
+                and sum(len(digits[k]) for k in run) >= PENDING_DIGITS):
+            out.update(range(n, len(words)))
         if rules.ssn:
             whole = "".join(digits[k] for k in run)
             if len(whole) == 9 and ssn_valid(whole):
@@ -142,11 +181,13 @@ def _patterns(words: Sequence[str], rules: RedactionRules) -> set[int]:
     return out
 
 
-def redact_words(words: Sequence[str], rules: RedactionRules) -> set[int]:
-    """The indices of ``words`` to redact."""
+def redact_words(words: Sequence[str], rules: RedactionRules, partial: bool = False
+                 ) -> set[int]:
+    """The indices of ``words`` to redact (``partial``: the words of a partial result, which
+    may end inside a number)."""
     if not rules.active:
         return set()
-    return _numbers(words, rules) | _patterns(words, rules)
+    return _numbers(words, rules, partial) | _patterns(words, rules)
 
 
 def _overlapping(words: Sequence[Word], redacted: Sequence[Word]) -> set[int]:
@@ -171,7 +212,7 @@ def redact_result(result: Result, rules: RedactionRules) -> Result:
         return result
     raw_words = result.words or tuple(Word(w, result.start_time, result.end_time, 1.0)
                                       for w in result.text.split())
-    raw = redact_words([w.text for w in raw_words], rules)
+    raw = redact_words([w.text for w in raw_words], rules, not result.is_final)
     shown = result.display_words if result.display is not None else ()
     fmt = redact_words([w.text for w in shown], rules) if shown else set()
     if result.words and shown:  # across, by time
