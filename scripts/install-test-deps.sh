@@ -19,9 +19,11 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # nginx: the shipped reverse proxy config (examples/deploy/nginx.conf) is run in a real
 # nginx in front of the server (tests/test_deploy_nginx.py); systemd: systemd-analyze
 # checks the shipped service unit (examples/deploy/streamdec.service).
+# postgresql: the transcript store's tests start a real PostgreSQL server (initdb, pg_ctl;
+# as root they run it as the package's postgres user: tests/postgres_utils.py).
 PKGS="espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-min wamerican
       libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins chromium fonts-dejavu-core
-      pocketsphinx-testdata alsa-utils nginx systemd"
+      pocketsphinx-testdata alsa-utils nginx systemd postgresql"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

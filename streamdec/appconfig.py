@@ -6,7 +6,8 @@ A file has optional tables ``[model]``, ``[features]``, ``[search]``, ``[endpoin
 (with ``[endpoint.rule1]`` .. ``[endpoint.rule3]``), ``[vad]`` (voice activity
 detection, ``streamdec.audio.vad``), ``[second_pass]`` (a second pass over each
 utterance, ``streamdec.core.second_pass``), ``[audio]``, ``[server]`` (the
-daemon, ``streamdec.server.config``, with the engine's keys) and ``[ray]`` (the daemon on Ray Serve,
+daemon, ``streamdec.server.config``, with the engine's keys), ``[store]`` (the daemon's
+transcript store, ``streamdec.records.config``) and ``[ray]`` (the daemon on Ray Serve,
 ``streamdec.rayserve.config``); any key it leaves
 out keeps its default (a file without ``[search]`` gets the model's default search,
 ``search.config.default_search``; a ``[search]`` table starts from ``SearchConfig``'s
@@ -31,6 +32,7 @@ from .core.second_pass import SecondPassConfig
 from .errors import ConfigError
 from .models.config import ModelConfig
 from .rayserve.config import RayConfig
+from .records.config import StoreConfig
 from .search.config import SearchConfig
 from .server.config import SETTINGS as SERVER_KEYS
 from .server.config import ServerConfig
@@ -43,6 +45,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: (table, key) of settings that name files: relative to the config file that sets them
 PATH_KEYS = (("model", "model_dir"), ("search", "hotwords_file"), ("server", "token_file"),
+             ("server", "read_token_file"), ("server", "redact_patterns_file"),
              ("server", "tls_cert"), ("server", "tls_key"), ("model", "encoder"),
              ("model", "decoder"), ("model", "joiner"), ("model", "tokens"))
 #: settings that name files of the model (``lang``, ``lm.onnx``): relative to the config
@@ -69,13 +72,14 @@ class AppConfig:
     audio: AudioConfig = field(default_factory=AudioConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
 
 
 def parse_config(data: dict, where: str = "config", base_dir: Path | None = None) -> AppConfig:
     """Build an AppConfig from a parsed TOML document; relative paths are taken relative to
     ``base_dir`` (the config file's folder) when given."""
     unknown = sorted(set(data) - {"model", "features", "search", "endpoint", "audio",
-                                "server", "ray", "vad", "second_pass"})
+                                "server", "ray", "vad", "second_pass", "store"})
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(unknown)}")
     if base_dir is not None:
@@ -97,7 +101,8 @@ def parse_config(data: dict, where: str = "config", base_dir: Path | None = None
                                                   f"{where} [audio]"),
                      server=build_table(ServerConfig, data.get("server", {}), f"{where} [server]",
                                    SERVER_KEYS, lambda **table: ServerConfig().updated(table)),
-                     ray=build_table(RayConfig, data.get("ray", {}), f"{where} [ray]"))
+                     ray=build_table(RayConfig, data.get("ray", {}), f"{where} [ray]"),
+                     store=build_table(StoreConfig, data.get("store", {}), f"{where} [store]"))
 
 
 def _resolve_paths(data: dict, base_dir: Path) -> dict:

@@ -14,6 +14,7 @@
     ├── ClientError            what a server's client did wrong (or what failed for it): a
     │                          kind with its WebSocket close code (``CLOSE_CODES``)
     ├── UploadError            a file sent for transcription cannot be transcribed (HTTP 400)
+    ├── StoreError             the transcript store cannot be opened, read or written
     └── Disconnected           a server's client went away (or its socket broke)
 
 Library code raises these; it never calls ``exit()`` and never returns an exception.
@@ -96,6 +97,10 @@ class ClientError(StreamdecError):
 
 class UploadError(StreamdecError, ValueError):
     """The request cannot be transcribed (HTTP 400 with this message)."""
+
+
+class StoreError(StreamdecError):
+    """The transcript store cannot be opened, read or written (``streamdec.records``)."""
 
 
 class Disconnected(StreamdecError):

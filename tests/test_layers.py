@@ -14,6 +14,8 @@ engine              engine: asyncio batching and worker threads over the core
 model store         hub/: the catalog of published models, downloads, the local cache
 adapter configs     server/config, rayserve/config: the frozen ``[server]`` and ``[ray]`` tables;
                     server/endpointing: the bounds of a connection's endpoint rules
+records             records/: the transcript store (SQLite, PostgreSQL) the server writes
+                    finals into and reads transcripts back from
 app config          appconfig: ``AppConfig``, ``AudioConfig``, ``load_config`` (TOML files)
 adapters            allocator, files/, microphone, server/, web/: bytes <-> core
 process             rayserve/: the daemon's app on Ray Serve replicas
@@ -42,6 +44,7 @@ LAYERS = (
     ("model store", ("streamdec.hub",)),
     ("adapter configs", ("streamdec.server.config", "streamdec.server.endpointing",
                          "streamdec.rayserve.config")),
+    ("records", ("streamdec.records",)),
     ("app config", ("streamdec.appconfig",)),
     ("adapters", ("streamdec.allocator", "streamdec.files", "streamdec.microphone",
                   "streamdec.server", "streamdec.web")),

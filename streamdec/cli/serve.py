@@ -5,7 +5,8 @@ Ray Serve application of several replicas (``streamdec.rayserve``).
 
 Settings come from the config file's ``[server]`` table, then ``STREAMDEC_*`` environment
 variables, then these flags (see ``streamdec.server.config``); ``--ray``'s from the
-``[ray]`` table, then ``--replicas`` and ``--ray-address``.
+``[ray]`` table, then ``--replicas`` and ``--ray-address``; the transcript store's from
+the ``[store]`` table, then ``STREAMDEC_STORE_URL``, then ``--store``.
 """
 
 from __future__ import annotations
@@ -96,8 +97,21 @@ def add_parser(sub) -> None:
     r.add_argument("--ray-address", metavar="ADDRESS",
                    help="join this Ray cluster (\"auto\" or HOST:PORT) instead of starting "
                         "a Ray instance of this machine (default: none)")
+    g.add_argument("--store", metavar="URL",
+                   help="the transcript store: sqlite:///PATH, postgresql://..., or off "
+                        "(default: [store] url, else SQLite in the data directory)")
     add_recognizer_options(p)
     p.set_defaults(run=run)
+
+
+def store_config(args: argparse.Namespace, file_config, environ) -> object:
+    """The [store] table, then STREAMDEC_STORE_URL, then --store (``off``: no store)."""
+    url = args.store if args.store is not None else environ.get("STREAMDEC_STORE_URL")
+    if url is None:
+        return file_config
+    if url == "off":
+        return dataclasses.replace(file_config, enabled=False)
+    return dataclasses.replace(file_config, enabled=True, url=url)
 
 
 def server_config(args: argparse.Namespace, file_config, environ) -> object:
@@ -142,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         args.config = os.environ.get("STREAMDEC_CONFIG")
     app = app_config_from_args(args)
     config = server_config(args, app.server, os.environ)
+    app = dataclasses.replace(app, store=store_config(args, app.store, os.environ))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         stream=sys.stderr)
     if args.ray:
@@ -158,5 +173,5 @@ def run(args: argparse.Namespace) -> int:
         return serve_workers(dataclasses.replace(app, server=config), config.processes)
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
-    context = ServerContext.create(recognizer, config, app.audio)
+    context = ServerContext.create(recognizer, config, app.audio, store=app.store)
     return run_loop(serve(context), config.event_loop)

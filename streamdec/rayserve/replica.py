@@ -64,7 +64,7 @@ class StreamdecReplica:
         self.name = serve.get_replica_context().replica_tag
         server = dataclasses.replace(app.server, max_connections=app.ray.max_streams)
         self.context = ServerContext.create(Recognizer(app.recognizer), server, app.audio,
-                                            replica=self.name)
+                                            replica=self.name, store=app.store)
         self._collector = (collector, namespace)
         self._node = ray.get_runtime_context().get_node_id()[:12]
         self._reporting: asyncio.Task | None = None

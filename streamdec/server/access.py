@@ -42,15 +42,15 @@ class Refusal:
     reason: str
 
 
-def read_tokens(path: str | Path) -> frozenset[str]:
+def read_tokens(path: str | Path, what: str = "server.token_file") -> frozenset[str]:
     """Tokens of a token file: one per line; blank lines and ``#`` comments are skipped."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as e:
-        raise ConfigError(f"server.token_file {path}: {e.strerror or e}") from None
+        raise ConfigError(f"{what} {path}: {e.strerror or e}") from None
     tokens = frozenset(t.strip() for t in lines if t.strip() and not t.lstrip().startswith("#"))
     if not tokens:
-        raise ConfigError(f"server.token_file {path}: holds no token")
+        raise ConfigError(f"{what} {path}: holds no token")
     return tokens
 
 
@@ -125,10 +125,13 @@ class Access:
 
     def __init__(self, tokens: frozenset[str] | None, max_connections: int,
                  share=None, twilio: TwilioAuth | None = None,
-                 behind: Callable[[], str | None] | None = None) -> None:
+                 behind: Callable[[], str | None] | None = None,
+                 readers: frozenset[str] | None = None) -> None:
         """``behind``: why the server is too far behind its audio to take one more stream
-        (None: it is not), asked after the cap (``overload_check``)."""
+        (None: it is not), asked after the cap (``overload_check``); ``readers``: tokens
+        that may only read stored transcripts (``may_read``)."""
         self.tokens = tokens
+        self.readers = readers
         self.twilio = twilio
         self.max_connections = max_connections
         self._behind = behind
@@ -144,6 +147,16 @@ class Access:
         # compare with every token, in constant time for each
         return token is not None and any(
             hmac.compare_digest(token.encode(), t.encode()) for t in self.tokens)
+
+    def may_read(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+        """Whether a request may read stored transcripts: a token of either file (no token
+        configured at all: anyone)."""
+        known = (self.tokens or frozenset()) | (self.readers or frozenset())
+        if not known:
+            return True
+        token = _presented(headers, query)
+        return token is not None and any(
+            hmac.compare_digest(token.encode(), t.encode()) for t in known)
 
     def check(self, headers: Mapping[str, str], query: Mapping[str, str],
               decodes: bool = True) -> Refusal | None:

@@ -17,6 +17,9 @@ GET ``/admission``                     what a sherpa handshake with the same que
 POST ``/v1/audio/transcriptions``      OpenAI-compatible file transcription
 POST ``/v1/listen``                    Deepgram's pre-recorded transcription
                                        (``deepgram_files``)
+GET ``/calls/{id}/transcript``,       stored transcripts (``transcripts``): JSON, text,
+``/streams/{id}/transcript``,          SRT, WebVTT; the listing; DELETE to erase
+``/transcripts``
 GET ``/health``                        200 JSON: ``status``, ``version``, streams; 503 draining
 GET ``/metrics``                       Prometheus text format
 =====================================  =============================================
@@ -59,8 +62,10 @@ from .deepgram_files import transcribe_deepgram
 from .realtime import realtime_parser
 from .metrics import CONTENT_TYPE_LATEST
 from .options import StreamOptions, parse_options
+from .recording import STREAM_ID_HEADER
 from .sherpa import SherpaSession
 from .transcription import transcribe_upload
+from .transcripts import transcript_routes
 from .vosk import VoskSession
 
 __all__ = ["create_app"]
@@ -128,15 +133,19 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
         try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
             await context.engine.prepare(options.search, options.hotwords, options.phrases)
             connection = Connection(context.engine, context.config, context.metrics,
-                                    websocket, protocol, options)
+                                    websocket, protocol, options, context.records,
+                                    context.redaction)
         # e.g. phrases the model cannot spell, or vad=true without the VAD's package
         except (ConfigError, TokenizeError, ModelLoadError) as e:
             context.metrics.errors.labels("bad_options").inc()
             await websocket.send_denial_response(PlainTextResponse(str(e), 400))
             return
         context.admit(protocol, connection)
+        headers = list(context.accept_headers or [])
+        if connection.record_id is not None:  # its transcript: GET /streams/{id}/transcript
+            headers.append((STREAM_ID_HEADER, connection.record_id.encode()))
         try:
-            await websocket.accept(headers=context.accept_headers)
+            await websocket.accept(headers=headers or None)
             connection.start()
             await connection.serve(session(options) if made is None else made)
         except Disconnected:
@@ -207,6 +216,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    WebSocketRoute("/v1/realtime", realtime),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
+        routes += transcript_routes(context)  # before /calls/{call_id}: GET .../transcript
         routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}
 
     @contextlib.asynccontextmanager

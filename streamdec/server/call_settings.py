@@ -1,6 +1,7 @@
 """What a caller may set for one call, where its platform carries settings: the endpoint
-rules (``endpointing.ENDPOINT_KEYS``, within the server's bounds) and ``text_format``
-(``raw`` | ``punct`` | ``full``). Pure: no I/O.
+rules (``endpointing.ENDPOINT_KEYS``, within the server's bounds), ``text_format``
+(``raw`` | ``punct`` | ``full``) and ``redact`` (``cards``, ``ssn``, ``all``: redacted on top
+of the server's ``redact``). Pure: no I/O.
 
 ====================  ==========================================================================
 platform              where the settings come from (later ones win)
@@ -26,12 +27,13 @@ from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError
 from ..errors import ClientError
 from ..textfmt.format import check_text_format
+from ..textfmt.redact import parse_kinds
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["CALL_SETTING_KEYS", "SettingsLayer", "CallSettings", "settings_layer",
            "call_settings"]
 
-CALL_SETTING_KEYS = ENDPOINT_KEYS + ("text_format",)
+CALL_SETTING_KEYS = ENDPOINT_KEYS + ("text_format", "redact")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class SettingsLayer:
 class CallSettings:
     endpoint: EndpointConfig | None = None  # None: the server's rules
     text_format: str | None = None  # None: the server's call_text_format
+    redact: frozenset[str] = frozenset()  # kinds redacted on top of the server's ``redact``
 
 
 def settings_layer(where: str, values: Any, text: bool) -> SettingsLayer | None:
@@ -62,7 +65,7 @@ def call_settings(layers: Sequence[SettingsLayer], base: EndpointConfig,
                   limits: EndpointLimits) -> CallSettings:
     """The call's settings from its layers, in order (a later layer's key wins): the
     endpoint rules are ``base`` changed within ``limits``. ClientError ``bad_config``."""
-    endpoint, text_format = None, None
+    endpoint, text_format, redact = None, None, frozenset()
     for layer in layers:
         rules = {k: v for k, v in layer.values.items() if k in ENDPOINT_KEYS}
         try:
@@ -70,6 +73,11 @@ def call_settings(layers: Sequence[SettingsLayer], base: EndpointConfig,
                 endpoint = endpoint_config(rules, endpoint or base, limits, layer.text)
             if "text_format" in layer.values:
                 text_format = check_text_format(layer.values["text_format"], "text_format")
+            if "redact" in layer.values:
+                value = layer.values["redact"]
+                if not isinstance(value, str):
+                    raise ConfigError(f"redact must be text (cards,ssn), got {value!r}")
+                redact = parse_kinds(value)
         except ConfigError as e:
             raise ClientError("bad_config", f"{layer.where}: {e}") from None
-    return CallSettings(endpoint, text_format)
+    return CallSettings(endpoint, text_format, redact)

@@ -48,6 +48,8 @@ from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFailed,
 from .call_settings import call_settings
 from .config import ServerConfig
 from .display import display_fields, formatted
+from .recording import begin_session, end_status, store_final
+from .redaction import redacted
 from .twilio import TwilioProtocol
 
 __all__ = ["CallSession", "Transport", "open_call_stream", "call_routes",
@@ -180,6 +182,8 @@ class CallSession:
         self.end_reason = ""
         self.close_code: int | None = None
         self.text_format = context.config.call_text_format  # the call's (set at its start)
+        self.record_id: str | None = None  # its session in the transcript store
+        self.redact: frozenset[str] = frozenset()  # the call's kinds (on the server's)
 
     # -- the context's connection interface -------------------------------------------------
     def request_drain(self) -> None:
@@ -212,6 +216,9 @@ class CallSession:
                 await asyncio.gather(*self._pumps, return_exceptions=True)
             for live in self.lives:
                 live.close()
+            if self.record_id is not None:  # after every leg's last final was stored
+                self.context.records.end(self.record_id, end_status(
+                    self.failure is not None, self.end_reason), self.end_reason or "closed")
             if self.call_id is not None:
                 end = {"reason": self.end_reason or "closed"}
                 if self.failure is not None:
@@ -286,12 +293,16 @@ class CallSession:
         settings = call_settings(event.settings, engine.recognizer.config.endpoint,
                                  self.context.config.endpoint_limits())  # or bad_config
         self.text_format = settings.text_format or self.text_format
+        self.redact = settings.redact
         self.call_id = event.call_id
         self.legs = event.legs
         self.lives = [open_call_stream(engine, self.context.config, settings.endpoint)
                       for _ in event.legs]
         self.samples = [0] * len(event.legs)
         self.rates = [0] * len(event.legs)
+        if self.context.records is not None:
+            self.record_id = begin_session(self.context.records, engine, "call", self.call_id,
+                                           self.protocol, {**event.info, "legs": list(event.legs)})
         self.context.calls.begin(self.call_id, call_message(
             "call_start", self.call_id, protocol=self.protocol, legs=list(event.legs),
             info=event.info))
@@ -338,9 +349,13 @@ class CallSession:
         try:
             async for result in self.lives[leg].results():
                 result = await formatted(result, self.text_format)  # finals, off the loop
+                result = redacted(result, self.context.redaction, self.redact)
                 message = result_message(self.call_id, self.protocol, self.legs[leg], leg,
                                          result)
                 message.update(display_fields([result]))
+                if self.record_id is not None:  # stored before anyone gets it
+                    await store_final(self.context.records, self.record_id, self.legs[leg],
+                                      leg, result)
                 hub.publish(self.call_id, message)
                 if self.replies and result.is_final and result.text:
                     await self.transport.send_text(reply("transcription", message))

@@ -20,6 +20,7 @@ from typing import Mapping
 from ..engine import EngineConfig
 from ..errors import ConfigError
 from ..textfmt.format import check_text_format
+from ..textfmt.redact import parse_kinds
 from ..validation import require_at_least, require_finite, require_positive, unknown_names
 from .endpointing import EndpointLimits
 
@@ -55,6 +56,9 @@ class ServerConfig:
     drain_timeout_seconds: float = 30.0
     # bearer tokens, one per line (None: no auth); TLS certificate and key (PEM) for wss/https
     token_file: str | None = None
+    # tokens that may only read stored transcripts (GET /calls/{id}/transcript,
+    # /streams/{id}/transcript, /transcripts), one per line; token_file's may do everything
+    read_token_file: str | None = None
     # Twilio's auth token (a file holding it): /twilio then admits a handshake signed with
     # it (X-Twilio-Signature); twilio_stream_url: the <Stream> URL as written in the TwiML
     # (None: the handshake's own wss://HOST/twilio; set it behind a proxy that rewrites them)
@@ -80,6 +84,13 @@ class ServerConfig:
     webhook_timeout_seconds: float = 5.0
     webhook_max_attempts: int = 6
     webhook_backoff_seconds: float = 0.5
+    # redaction of every result before it leaves the server (streams and calls; stored,
+    # sent, partials too): kinds "cards", "ssn" (comma-separated; "all"; "" none) and a
+    # file of regular expressions, one per line (``streamdec.textfmt.redact``); a
+    # connection (``redact`` option) or a call (``redact`` setting) may add kinds, not
+    # remove the server's
+    redact: str = ""
+    redact_patterns_file: str | None = None
     # bounds on the endpoint rules a client may set per connection (seconds): the trailing
     # silences (ruleN_min_trailing_silence) and the utterance lengths (ruleN_min_utterance_length)
     max_endpoint_silence: float = 30.0
@@ -142,6 +153,7 @@ class ServerConfig:
         check_text_format(self.text_format, "server.text_format")
         check_text_format(self.transcription_text_format, "server.transcription_text_format")
         check_text_format(self.call_text_format, "server.call_text_format")
+        parse_kinds(self.redact, "server.redact")
 
     def updated(self, settings: Mapping[str, object]) -> "ServerConfig":
         """This config with ``[server]`` settings applied (``SETTINGS``: the engine's keys

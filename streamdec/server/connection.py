@@ -52,6 +52,8 @@ from ..errors import (CLOSE_CODES, AudioInputError, ClientError, DecodeError, Di
                       StreamdecError)
 from .display import formatted
 from .options import StreamOptions
+from .recording import begin_session, end_status, store_final
+from .redaction import NONE, redacted
 from .session import DRAIN, Close, Feed, Finish, ForceFinal, Reopen, Reply, Retune, Send
 from .wsframes import DIRECT_AUDIO
 
@@ -85,7 +87,11 @@ class Connection:
     server."""
 
     def __init__(self, engine: "Engine", limits: "ServerConfig", metrics: "Metrics",
-                 websocket: "WebSocket", protocol: str, options: StreamOptions) -> None:
+                 websocket: "WebSocket", protocol: str, options: StreamOptions,
+                 records=None, redaction=None) -> None:
+        """``records``: the transcript store (``Recorder``; None: finals are not stored);
+        ``redaction``: the server's ``RedactionRules`` (None: none), this connection's
+        ``redact`` option on top."""
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
@@ -105,6 +111,12 @@ class Connection:
         self._started = False
         self._idle_timer: asyncio.TimerHandle | None = None
         self.open_streams(options)
+        self.records = records
+        self.redaction = redaction or NONE
+        self.failed = False  # it ended with an error (``fail``)
+        self.record_id = None if records is None else begin_session(
+            records, engine, "stream", None, protocol,
+            {"peer": self.peer, "options": options.describe()})
         self._reader: asyncio.Task | None = None  # the task waiting on the socket now
         self._interrupting = False  # its wait is being cancelled by an interruption
         self._disconnect: dict | None = None  # the client's close, once read
@@ -351,6 +363,7 @@ class Connection:
         if error.kind != "decode_failed":  # counted once by the engine's observer
             self.metrics.errors.labels(error.kind).inc()
         self.close_reason = f"{error.kind}: {error}"
+        self.failed = True
         text, code, reason = error_json(error), error.code, str(error)
         if hasattr(session, "error_reply"):
             text, code, reason = session.error_reply(error)
@@ -395,7 +408,11 @@ class Connection:
                         results = await live.next_results() if live.done else live.pop_results()
                     except DecodeError as e:
                         raise ClientError("decode_failed", str(e)) from None
-                    results = [await formatted(r, self.text_format) for r in results]
+                    results = [redacted(await formatted(r, self.text_format),
+                                        self.redaction, self.options.redact)
+                               for r in results]
+                    for result in results:
+                        await self._store(channel, result)
                     await self._run(session, session.reply(channel, results,
                                                            self.audio_seconds))
             elif isinstance(command, Reopen):
@@ -433,7 +450,9 @@ class Connection:
     async def _push(self, session, channel: int) -> None:
         try:
             async for result in self.lives[channel].results():
-                result = await formatted(result, self.text_format)
+                result = redacted(await formatted(result, self.text_format),
+                                  self.redaction, self.options.redact)
+                await self._store(channel, result)
                 await self._run(session, session.result(channel, result))
         except DecodeError as e:
             raise ClientError("decode_failed", str(e)) from None
@@ -480,6 +499,11 @@ class Connection:
                 task.cancel()
             await asyncio.gather(sending, reading, return_exceptions=True)
 
+    async def _store(self, channel: int, result) -> None:
+        """A final into the transcript store before it is sent (``recording``)."""
+        if self.record_id is not None:
+            await store_final(self.records, self.record_id, str(channel), channel, result)
+
     # -- end ---------------------------------------------------------------------------------
     def release(self) -> None:
         """Free everything (the streams too: an abrupt disconnect drops them) and log."""
@@ -488,6 +512,9 @@ class Connection:
             self._holding.cancel()
         for live in self.lives:
             live.close()
+        if self.record_id is not None:
+            self.records.end(self.record_id, end_status(self.failed, ""),
+                             self.close_reason or "normal")
         log.info(json.dumps({
             "event": "connection", "id": self.id, "peer": self.peer, "protocol": self.protocol,
             "options": self.options.describe(), "audio_seconds": round(self.audio_seconds, 3),

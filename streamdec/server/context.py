@@ -27,11 +27,14 @@ from ..appconfig import AudioConfig
 from ..core.recognizer import Recognizer
 from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
+from ..records.config import StoreConfig
+from ..records.recorder import Recorder
 from .access import Access, Refusal, TwilioAuth, overload_check, read_secret, read_tokens
 from .call_relay import CallRelay
 from .config import ServerConfig
 from .connection import Connection
 from .metrics import Metrics
+from .redaction import server_rules
 from .subscribers import CallHub
 
 if TYPE_CHECKING:
@@ -50,8 +53,10 @@ LAG_LOG_SECONDS = 0.5
 class ServerContext:
     def __init__(self, engine: Engine, config: ServerConfig, audio: AudioConfig,
                  metrics: Metrics, access: Access, replica: str | None = None,
-                 share: "ServerShare | None" = None) -> None:
+                 share: "ServerShare | None" = None, records: Recorder | None = None) -> None:
         self.engine = engine
+        self.records = records  # the transcript store (None: finals are not stored)
+        self.redaction = server_rules(config)  # every result's, before it leaves
         self.replica = replica
         # what every accepted WebSocket answers with: the replica's name, when it has one
         self.accept_headers = ([(b"x-streamdec-replica", replica.encode())]
@@ -72,10 +77,13 @@ class ServerContext:
     @classmethod
     def create(cls, recognizer: Recognizer, config: ServerConfig | None = None,
                audio: AudioConfig | None = None, replica: str | None = None,
-               share: "ServerShare | None" = None) -> "ServerContext":
+               share: "ServerShare | None" = None,
+               store: StoreConfig | None = None) -> "ServerContext":
         """A context over a built recognizer: the engine, metrics and admission made from
-        ``config`` (the token file is read here: ConfigError when unusable); ``share``:
-        this server is one worker of several (``streamdec.server.workers``)."""
+        ``config`` (the token files are read here: ConfigError when unusable); ``share``:
+        this server is one worker of several (``streamdec.server.workers``); ``store``:
+        the transcript store's config (opened and migrated here: StoreError when it cannot
+        be; None or not ``enabled``: finals are not stored)."""
         config = config or ServerConfig()
         if config.call_vad:  # loaded now: a missing package fails the start, not each call
             try:
@@ -90,15 +98,18 @@ class ServerContext:
                           multiprocess=share is not None)
         engine = Engine(recognizer, config.engine, metrics)
         tokens = read_tokens(config.token_file) if config.token_file else None
+        readers = read_tokens(config.read_token_file, "server.read_token_file") \
+            if config.read_token_file else None
         twilio = None
         if config.twilio_auth_token_file:
             twilio = TwilioAuth(read_secret(config.twilio_auth_token_file,
                                             "server.twilio_auth_token_file"),
                                 config.twilio_stream_url)
         behind = overload_check(lambda: engine.decode_delay, config.max_decode_delay_ms)
+        records = Recorder.open(store) if store is not None and store.enabled else None
         return cls(engine, config, audio or AudioConfig(), metrics,
-                   Access(tokens, config.max_connections, share, twilio, behind), replica,
-                   share)
+                   Access(tokens, config.max_connections, share, twilio, behind, readers),
+                   replica, share, records)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -109,6 +120,8 @@ class ServerContext:
             self._started_engine = True
         if self._watch is None:
             self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
+        if self.records is not None:
+            self.records.start()
 
     async def warm_up(self) -> None:
         """Warm the engine up (``Engine.warm_up``: its memory at its mark before any client)
@@ -146,6 +159,8 @@ class ServerContext:
             await self._relay.close()
             self._relay = None
         await self.calls.close()
+        if self.records is not None:  # after the calls: their last finals are written
+            await self.records.close()
 
     async def _watch_loop(self) -> None:
         """Every ``LAG_TICK_SECONDS``: how late the loop ran the timer (a stall shows
@@ -226,9 +241,12 @@ class ServerContext:
         ``call_links``: the other workers its call hub is linked to now, and those it is
         not: a worker restarting, or one that stopped reading)."""
         if self.share is None:
-            return {"status": "ok", "version": __version__,
-                    "active_streams": self.engine.active_streams,
-                    "connections": self.access.open}
+            health = {"status": "ok", "version": __version__,
+                      "active_streams": self.engine.active_streams,
+                      "connections": self.access.open}
+            if self.records is not None:
+                health["store"] = self.records.health()
+            return health
         self._share_streams()
         health = {"status": "ok", "version": __version__,
                   "active_streams": self.share.active_streams,
@@ -236,4 +254,6 @@ class ServerContext:
                   "worker": self.share.worker}
         if self._relay is not None:
             health["call_links"] = self._relay.state()
+        if self.records is not None:
+            health["store"] = self.records.health()
         return health

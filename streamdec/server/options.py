@@ -16,6 +16,9 @@ parameter          meaning                                                     d
                    second pass (``[second_pass]``; true without one: refused)  server has one
 ``text_format``    finals for people: ``raw`` | ``punct`` | ``full``; a final   the server's
                    then also has ``display`` and ``display_words``
+``redact``         ``cards``, ``ssn`` (comma-separated) or ``all``: redacted    the server's
+                   in this connection's results, on top of the server's
+                   ``redact`` (which a connection cannot turn off)
 ``token``          bearer token, for clients that cannot set a header          -
 ``ruleN_...``      the endpoint rules (``endpointing.ENDPOINT_KEYS``: seconds   the server's
                    of trailing silence / utterance length, within the
@@ -37,6 +40,7 @@ from ..errors import ConfigError, OptionError
 from ..search.config import (SEARCH_METHODS, SearchConfig, require_beam_search,
                              with_beam_search, with_method)
 from ..textfmt.format import check_text_format
+from ..textfmt.redact import parse_kinds
 from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
@@ -47,7 +51,7 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token", "vad", "text_format", "second_pass") + ENDPOINT_KEYS
+         "token", "vad", "text_format", "second_pass", "redact") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class StreamOptions:
     endpoint: EndpointConfig | None = None  # this connection's endpoint rules (None: the server's)
     text_format: str | None = None  # raw | punct | full; None: the server's text_format
     second_pass: bool | None = None  # the server's second pass on/off (None: its default)
+    redact: frozenset[str] = frozenset()  # kinds redacted on top of the server's
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -181,6 +186,12 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if method is not None:  # the server's greedy default is switched (with_phrases)
             _require_beam_search(method, "phrases (grammar mode) need")
         options = options.with_phrases(phrases, search)
+    redact = _one(query, "redact")
+    if redact is not None:
+        try:
+            options = replace(options, redact=parse_kinds(redact))
+        except ConfigError as e:
+            raise OptionError(str(e)) from None
     vad = _one(query, "vad")
     if vad is not None:
         if vad not in ("true", "false"):

@@ -193,7 +193,8 @@ def _worker_main(app, index: int, share: ServerShare, supervisor: int) -> None:
     threading.Thread(target=_watch_supervisor, args=(supervisor,), daemon=True).start()
     try:
         context = ServerContext.create(Recognizer(app.recognizer), app.server, app.audio,
-                                       replica=f"worker-{index}", share=share)
+                                       replica=f"worker-{index}", share=share,
+                                       store=app.store)
         status = run_loop(serve(context, reuse_port=True, on_listening=share.set_ready),
                           app.server.event_loop)
     except StreamdecError as e:  # a model, file or port it cannot use: said once, plainly

@@ -1,0 +1,68 @@
+"""The store's tables and their migrations, one list of statements per schema version.
+
+A store at version ``v`` runs the statements of every version after ``v`` in order, each
+version in one transaction, then records it in ``schema_version``; a store newer than
+this code (a version past ``VERSION``) is refused rather than written. The SQL is the
+common part of SQLite's and PostgreSQL's dialects (``DOUBLE PRECISION``, ``TEXT``,
+``INTEGER``); JSON is kept as text.
+
+Tables (version 1):
+
+- ``records``: one per session: a WebSocket stream (``kind`` ``stream``, ``ref`` its id)
+  or one connection of a call (``kind`` ``call``, ``ref`` the call's id; several sessions
+  may share a call id, one per Twilio track); ``status`` ``running`` / ``ended`` /
+  ``failed`` / ``cut`` (its process stopped mid-session), ``owner`` the process that wrote
+  it (``host:pid:start``), ``metadata`` what the platform or the client said (JSON);
+- ``finals``: one per final of a session's leg: ``(record_id, channel, segment)`` is its
+  key (written twice, it is stored once), raw and formatted text, words with times
+  (seconds from the session's start) and confidences (JSON);
+- ``deletions``: what was deleted, when and why (by id, or by the retention purge);
+- ``schema_version``: the version the tables are at.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "VERSION"]
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, (
+        """CREATE TABLE records (
+            record_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            protocol TEXT NOT NULL,
+            status TEXT NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL,
+            ended_at DOUBLE PRECISION,
+            reason TEXT,
+            owner TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            model TEXT NOT NULL,
+            search TEXT NOT NULL)""",
+        "CREATE INDEX records_ref ON records (kind, ref)",
+        "CREATE INDEX records_started ON records (started_at, record_id)",
+        "CREATE INDEX records_status ON records (status)",
+        """CREATE TABLE finals (
+            record_id TEXT NOT NULL,
+            leg TEXT NOT NULL,
+            channel INTEGER NOT NULL,
+            segment INTEGER NOT NULL,
+            start_time DOUBLE PRECISION NOT NULL,
+            end_time DOUBLE PRECISION NOT NULL,
+            text TEXT NOT NULL,
+            display TEXT,
+            words TEXT NOT NULL,
+            display_words TEXT,
+            stored_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (record_id, channel, segment))""",
+        """CREATE TABLE deletions (
+            deleted_at DOUBLE PRECISION NOT NULL,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            records INTEGER NOT NULL,
+            finals INTEGER NOT NULL,
+            reason TEXT NOT NULL)""",
+    )),
+)
+
+VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,57 @@
+"""What the server writes to the transcript store (``streamdec.records``): a session's
+record when a stream or a call's connection starts, each final with text before anyone is
+sent it, the session's end. One home for these rules; ``Connection`` (streams) and
+``CallSession`` (calls) call them.
+
+A session's status at its end: ``failed`` when it ended with an error, ``cut`` when the
+server shut down under it (a drain: the platform did not end the call), else ``ended``.
+A process killed mid-session leaves it ``running``; the next server to start on the same
+host marks it ``cut`` (``Store.cut_orphans``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..core.results import Result
+from ..records.recorder import Recorder
+from ..records.store import FinalRecord, SessionRecord
+
+__all__ = ["begin_session", "store_final", "end_status", "STREAM_ID_HEADER"]
+
+#: the header of an accepted WebSocket stream naming its id in the store
+#: (GET /streams/{id}/transcript)
+STREAM_ID_HEADER = b"x-streamdec-stream-id"
+
+
+def begin_session(records: Recorder, engine, kind: str, ref: str | None, protocol: str,
+                  metadata: dict[str, Any]) -> str:
+    """Queue a session's record; its record id (``ref`` None: the record id names it, as
+    for a stream)."""
+    record_id = records.new_id()
+    config = engine.recognizer.config
+    records.begin(SessionRecord(
+        record_id=record_id, kind=kind, ref=ref or record_id, protocol=protocol,
+        started_at=time.time(), owner=records.owner, metadata=metadata,
+        model=config.model.model_dir or "built-in", search=config.search.method))
+    return record_id
+
+
+async def store_final(records: Recorder, record_id: str, leg: str, channel: int,
+                      result: Result) -> bool:
+    """Store ``result`` when it is a final with text (True once committed; False while the
+    store fails: it stays queued). Partials and empty finals are not stored (True)."""
+    if not (result.is_final and result.text):
+        return True
+    return await records.final(FinalRecord(
+        record_id=record_id, leg=leg, channel=channel, segment=result.segment,
+        start_time=round(result.start_time, 3), end_time=round(result.end_time, 3),
+        text=result.text, words=result.words, display=result.display,
+        display_words=result.display_words if result.display is not None else None))
+
+
+def end_status(failed: bool, reason: str) -> str:
+    if failed:
+        return "failed"
+    return "cut" if reason == "server shutdown" else "ended"
