@@ -225,3 +225,21 @@ def test_every_install_hint_works_from_a_clone():
         if path.suffix != ".json":
             hits += install_hint_hits(str(path.relative_to(ROOT)), path.read_text("utf-8"), known)
     assert not hits, "\n".join(hits)
+
+
+def test_the_changelog_has_the_version_the_package_reports():
+    """Keep a Changelog's shape: an [Unreleased] section first, then each version with its
+    date, newest first; the newest is the version pyproject.toml and the package give."""
+    import streamdec
+
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d\d-\d\d))?$", text, re.M)
+    assert headings[0] == ("Unreleased", ""), headings
+    versions = headings[1:]
+    assert versions and all(date for _, date in versions), versions
+    assert [date for _, date in versions] == sorted((date for _, date in versions), reverse=True)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert versions[0][0] == project["version"] == streamdec.__version__
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        kinds = re.findall(r"^### (\w+)$", section, re.M)
+        assert set(kinds) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
