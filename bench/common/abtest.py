@@ -168,9 +168,26 @@ def workload(dev: str, seconds: float) -> list[Utterance]:
     return out
 
 
+def portable(value):
+    """``value`` with this machine's paths taken out of its strings, so a report reads the
+    same on any machine: the repository's folder becomes relative, this Python ``python3``,
+    the home folder ``~``."""
+    if isinstance(value, dict):
+        return {portable(k): portable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    for path, short in ((sys.executable, "python3"), (str(HERE.parent) + os.sep, ""),
+                        (str(HERE.parent), "."), (str(Path.home()), "~")):
+        value = value.replace(path, short)
+    return value
+
+
 def write_report(path: Path, report: dict) -> None:
+    """``report`` as JSON at ``path``, without this machine's paths (``portable``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(portable(report), indent=2) + "\n", encoding="utf-8")
     print(f"report written to {path}", file=sys.stderr)
 
 
