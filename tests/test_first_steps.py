@@ -83,6 +83,7 @@ def test_readme_starts_with_the_pages_first_lines():
 
 @pytest.mark.slow
 def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_path):
+    assert (ROOT / ".git").exists(), "the page clones the repository: run this test in a clone"
     port = str(free_port())
     env = {**os.environ, "REPO": str(ROOT), "PYTHONPATH": os.pathsep.join(
         p for p in [str(ROOT), os.environ.get("PYTHONPATH", "")] if p)}
