@@ -12,7 +12,9 @@ What differs from a reader's run, and only this:
 - the port: the page's 6006 becomes a free loopback port, so a server already on 6006
   cannot answer in our place;
 - ``streamdec serve`` runs in the background until the end (the page says to leave it
-  running), and the commands after it run once its log says it is listening.
+  running), and the commands after it run once its log says it is listening;
+- before ``/health`` is asked, the test waits (a reader's pace) until the server has let
+  the client before it go, which it does just after that client's last message.
 
 A ``text`` block right after a shell block is the output of that block's last command,
 compared exactly (trailing blanks aside)."""
@@ -25,12 +27,13 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from server_utils import UNIT
+from server_utils import UNIT, get
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "first-steps.md"
@@ -83,6 +86,7 @@ def test_readme_starts_with_the_pages_first_lines():
 
 @pytest.mark.slow
 def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_path):
+    assert (ROOT / ".git").exists(), "the page clones the repository: run this test in a clone"
     port = str(free_port())
     env = {**os.environ, "REPO": str(ROOT), "PYTHONPATH": os.pathsep.join(
         p for p in [str(ROOT), os.environ.get("PYTHONPATH", "")] if p)}
@@ -101,6 +105,8 @@ def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_pa
                     cwd = cwd / line[3:].strip()
                     assert cwd.is_dir(), line
                     continue
+                if "/health" in line:
+                    wait_for_no_connection(port)
                 run = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=cwd, env=env,
                                      capture_output=True, text=True, timeout=180 * UNIT)
                 assert run.returncode == 0, f"{line}\n---\n{run.stderr}"
@@ -122,6 +128,13 @@ def test_every_command_of_first_steps_runs_and_prints_what_the_page_shows(tmp_pa
     assert server is not None and server.returncode == 0
 
 
+def wait_for_no_connection(port: str) -> None:
+    deadline = time.monotonic() + 10 * UNIT
+    while json.loads(get(f"http://127.0.0.1:{port}/health")[1])["connections"] != 0:
+        assert time.monotonic() < deadline, "the server still counts a connection"
+        time.sleep(0.05)
+
+
 def start_server(line: str, cwd: Path, env: dict) -> subprocess.Popen:
     """``line`` in the background; returns once its log says it listens on the port."""
     proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=cwd, env=env,
@@ -138,6 +151,5 @@ def start_server(line: str, cwd: Path, env: dict) -> subprocess.Popen:
         raise AssertionError("the server ended:\n" + "".join(log))
     assert '"event": "listening"' in log[-1], "".join(log)
     # keep reading its log, so that it never blocks on a full pipe
-    import threading
     threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
     return proc
