@@ -42,10 +42,12 @@ class PostgresServer:
 
     def __init__(self) -> None:
         self.bin = pg_bin()
-        self.root = Path(tempfile.mkdtemp(prefix="streamdec-pg-"))
+        self.as_root = os.geteuid() == 0
+        # as root, in /tmp: the postgres user must reach it (a TMPDIR may be root's own)
+        self.root = Path(tempfile.mkdtemp(prefix="streamdec-pg-",
+                                          dir="/tmp" if self.as_root else None))
         self.data = self.root / "data"
         self.port = _free_port()
-        self.as_root = os.geteuid() == 0
         self.url = f"postgresql://streamdec@127.0.0.1:{self.port}/streamdec"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -9,6 +9,9 @@ a temporary folder, bearer tokens and a read-only token file), driven by real cl
 - a Twilio call (the replay client of ``clients/``): its stored finals equal the finals its
   ``/calls/{id}`` subscriber got, its record holds Twilio's customParameters and says
   ``ended``; the listing finds it by a nested metadata key;
+- redaction: a card number read aloud on a connection that asks for it (``?redact=cards``)
+  and a social security number under the server's ``redact = "ssn"``, which a connection
+  cannot turn off, are redacted in what is sent and stored, partials too;
 - SIGKILL of the server in the middle of live calls (audio fork, whose socket carries each
   final back): after a restart on the same store every final any client had received is
   stored, none twice, and every call is marked ``cut``.
@@ -52,7 +55,7 @@ def setup(tmp_path_factory):
     audio = np.concatenate([x for s in speech for x in (s, gap)])
     sf.write(d / "call.wav", audio, 16000, subtype="PCM_16")
     env = {"STREAMDEC_READ_TOKEN_FILE": str(d / "readers"),
-           "STREAMDEC_CALL_TEXT_FORMAT": "raw"}
+           "STREAMDEC_CALL_TEXT_FORMAT": "raw", "STREAMDEC_REDACT": "ssn"}
     return d, audio, env
 
 
@@ -267,3 +270,15 @@ def test_a_card_number_read_aloud_is_redacted_in_what_is_sent_and_stored(server,
     assert stored.count("[redacted]") == 16, stored
     times = [(w["start"], w["end"]) for w in record["finals"][0]["words"]]
     assert times == sorted(times) and all(a < b for a, b in times)
+
+
+def test_the_servers_redaction_holds_for_a_connection_that_asks_for_none(server, setup):
+    d, _, _ = setup
+    ssn = "one two three, four five, six seven eight nine"
+    speech = speak(f"my social security number is {ssn}", d / "ssn.wav")
+    audio = np.concatenate([speech, np.zeros(40000, np.float32)])
+    stream_id, out = run(sherpa_stream(server.url("/?redact=off"), audio))
+    finals = [r for r in out["results"] if r["is_final"] and r["text"]]
+    assert len(finals) == 1 and finals[0]["text"].count("[redacted]") == 9, finals
+    record = json.loads(fetch(server, f"/streams/{stream_id}/transcript", READER)[2])
+    assert [f["text"] for f in record["finals"]] == [finals[0]["text"]]

@@ -20,6 +20,9 @@ module              what
 ``subscribers``     ``CallHub``: a call's subscribers (``/calls/{id}``) and the webhook
 ``webhook``         the webhook: a bounded queue, POSTs with retries, off the event loop
 ``transcription``   ``POST /v1/audio/transcriptions`` (OpenAI-compatible)
+``recording``       what goes into the transcript store: sessions, finals, their end
+``transcripts``     stored transcripts over HTTP: by call or stream id, the listing
+``redaction``       the server's redaction rules, a connection's or call's on top
 ``metrics``         Prometheus metrics (also the engine's observer)
 ``app``             ``create_app``: routes and lifespan
 ``run``             uvicorn listeners, signals and graceful drain

@@ -39,6 +39,7 @@ from ..files.formats import shown_text, shown_words, subtitles, transcript
 from ..textfmt import check_text_format, default_formatter
 from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
+from .redaction import redacted
 
 __all__ = ["RESPONSE_FORMATS", "render", "read_form", "read_upload", "UploadError"]
 
@@ -209,6 +210,7 @@ async def transcribe_upload(context, request):
         except StreamdecError as e:
             return JSONResponse({"error": {"message": f"text_format {level}: {e}",
                                            "type": "format_failed"}}, 500)
+        finals = [redacted(r, context.redaction) for r in finals]  # the server's rules
         body, media = render(finals, fmt, len(samples) / rate, form.get("language"))
         context.metrics.audio.inc(len(samples) / rate)
         return Response(body, media_type=media)
