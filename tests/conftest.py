@@ -23,6 +23,12 @@ settings.register_profile(
     deadline=None, derandomize=True, database=None, print_blob=True)
 settings.load_profile("streamdec")
 
+# every server a test starts stores its transcripts in a folder of this run's, never in the
+# user's data directory (the cache of downloaded models and compiled words stays shared)
+if "XDG_DATA_HOME" not in os.environ and "STREAMDEC_HOME" not in os.environ:
+    import tempfile
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="streamdec-test-data-")
+
 LAYOUTS = tuple(model_factory.ENCODERS)
 
 

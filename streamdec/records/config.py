@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..home import streamdec_home
+from ..home import streamdec_data
 from ..validation import require_finite
 
 __all__ = ["StoreConfig", "DEFAULT_FILE", "SCHEMES"]
 
-#: the SQLite file of the default store, in the data directory (``streamdec_home()``)
+#: the SQLite file of the default store, in the data directory (``streamdec_data()``)
 DEFAULT_FILE = "transcripts.sqlite3"
 SCHEMES = ("sqlite", "postgresql", "postgres")
 
@@ -61,5 +61,5 @@ class StoreConfig:
     def sqlite_path(self) -> Path:
         """The SQLite file (``url`` "" : the data directory's ``transcripts.sqlite3``)."""
         if not self.url:
-            return streamdec_home() / DEFAULT_FILE
+            return streamdec_data() / DEFAULT_FILE
         return Path(self.url[len("sqlite:///"):]).expanduser()
