@@ -238,8 +238,12 @@ def test_the_changelog_has_the_version_the_package_reports():
     versions = headings[1:]
     assert versions and all(date for _, date in versions), versions
     assert [date for _, date in versions] == sorted((date for _, date in versions), reverse=True)
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert versions[0][0] == project["version"] == streamdec.__version__
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    # the version's one home is the package: pyproject.toml reads it from there
+    assert "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "streamdec.__version__"}
+    assert versions[0][0] == streamdec.__version__
     for section in re.split(r"^## ", text, flags=re.M)[1:]:
         kinds = re.findall(r"^### (\w+)$", section, re.M)
         assert set(kinds) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}

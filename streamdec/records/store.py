@@ -176,7 +176,7 @@ class Store:
                 import psycopg
             except ImportError:
                 raise StoreError("store.url names PostgreSQL: install psycopg 3 "
-                                 "(pip install 'streamdec[postgresql]')") from None
+                                 "(python3 -m pip install -e '.[postgresql]' in the streamdec folder)") from None
             url = config.url
 
             def connect():
