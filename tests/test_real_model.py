@@ -411,3 +411,17 @@ def test_the_benchmarks_give_sherpa_onnx_the_repaired_copy(model_dir, tmp_path):
     session = ort.InferenceSession(str(given.encoder), providers=["CPUExecutionProvider"])
     out = session.run(None, {"x": np.zeros((1, 45, 80), np.float32), **_zero_states(session)})
     assert out[0].shape == (1, 8, 320)
+
+
+def test_the_cpp_server_gets_batches_of_one_for_this_fixed_batch_export(model_dir):
+    """The -mobile encoder is exported with a batch of 1: sherpa-onnx's C++ server, batching
+    it, drops every connection; the load benchmark gives it --max-batch-size=1."""
+    from bench.daemon.servers import Settings, sherpa_server_args
+    from streamdec.models.files import find_model_files
+
+    files = find_model_files(ModelConfig(model_dir=str(model_dir)))
+    given = sherpa_server_args(Settings(files=files, model_args=(), model_type="zipformer2"))
+    assert given[-1] == "--max-batch-size=1"
+    chosen = sherpa_server_args(Settings(files=files, model_args=(), model_type="zipformer2",
+                                         max_batch=8))
+    assert chosen[-1] == "--max-batch-size=8"

@@ -13,10 +13,10 @@ chunk appends one frame too many and the ``Reshape`` after it fails in every run
 
 ``repair_lost_padding`` finds, in a model whose metadata says ``model_type=zipformer2``
 (other families are left alone), every ``Concat(x, Slice(x))`` on axis 0 read by a
-``Reshape`` (to a constant ``[groups, ds, ...]`` shape) and proves, from the frame count ``L`` that the
-graph's own shape inference gives for ``x`` and that the model's metadata declares
-(``decode_chunk_len / 2``: the encoder embedding halves the feature rate), what the padding
-should be:
+``Reshape`` (to a constant ``[groups, ds, ...]`` shape) and proves, from the frame count
+``L`` that the graph's own shape inference gives for ``x`` and that the model's metadata
+declares (``decode_chunk_len / 2``: the encoder embedding halves the feature rate), what the
+padding should be:
 
 - the appended frames equal ``pad`` and ``groups * ds == L + pad``: the graph is as intended,
   left as it is;
