@@ -48,8 +48,8 @@ starting at a different utterance, in ``--chunk-ms`` messages paced at real time
   with text, ``lost`` = sent utterances without one, ``late`` = finals that arrived after
   the next utterance's audio began, ``split`` = extra finals within one utterance;
 - ``finals_wer``: the WER of every completely sent utterance's finals (none: all its
-  words deleted) against its transcript; a loaded server must give the same as an unloaded
-  one (compare the WER at the lowest stream count);
+  words deleted) against its transcript. At one stream count every peer and run gets the
+  same utterances (client n starts at utterance n): compare them there;
 - ``max_send_lag_s``: how far the client's sending fell behind real time (back-pressure:
   the server reading slower than real time);
 
