@@ -167,6 +167,14 @@ def _set_meta(key_: str, value: str):
     return change
 
 
+def _drop_meta(key_: str):
+    def change(model):
+        kept = [p for p in model.metadata_props if p.key != key_]
+        del model.metadata_props[:]
+        model.metadata_props.extend(kept)
+    return change
+
+
 def _set_slice_start(stage: str, start: int):
     def change(model):
         node = next(n for n in model.graph.node if n.name == f"{stage}/Slice")
@@ -196,11 +204,11 @@ def _set_reshape(stage: str, shape: list[int]):
 
 @pytest.mark.parametrize("change, message", [
     (_set_meta("decode_chunk_len", "64"), r"pads 16 frames but the declared chunk gives 32"),
-    (_set_meta("model_type", "zipformer"), r"not a zipformer2 declaring decode_chunk_len"),
+    (_drop_meta("decode_chunk_len"), r"does not declare decode_chunk_len"),
     (_set_slice_start("/downsample_2", 14), r"appends 2 frame\(s\) to 16 .*needs 0"),
     (_set_slice_axis("/downsample_1", 1), r"not a step-1 slice of axis 0"),
     (_set_reshape("/downsample", [9, 2, 1, 128]), r"appends 1 frame\(s\) to 16 .*needs 0"),
-], ids=["other-chunk", "other-family", "two-frames", "other-axis", "other-groups"])
+], ids=["other-chunk", "no-chunk", "two-frames", "other-axis", "other-groups"])
 def test_shapes_the_repair_cannot_prove_are_refused_at_load(model_dir, tmp_path, change,
                                                             message):
     model = _as_model(model_dir, change)
@@ -211,6 +219,13 @@ def test_shapes_the_repair_cannot_prove_are_refused_at_load(model_dir, tmp_path,
     onnx.save(_as_model(model_dir, change), str(tmp_path / ENCODER))
     with pytest.raises(ModelLoadError, match=message):
         Recognizer(RecognizerConfig(model=ModelConfig(model_dir=str(tmp_path))))
+
+
+def test_other_families_are_left_alone(model_dir):
+    model = _as_model(model_dir, _set_meta("model_type", "zipformer"))
+    before = model.SerializeToString()
+    assert repair_lost_padding(model, Path(ENCODER)) == 0
+    assert model.SerializeToString() == before
 
 
 def test_padding_that_is_needed_is_left_as_it_is():
@@ -396,3 +411,17 @@ def test_the_benchmarks_give_sherpa_onnx_the_repaired_copy(model_dir, tmp_path):
     session = ort.InferenceSession(str(given.encoder), providers=["CPUExecutionProvider"])
     out = session.run(None, {"x": np.zeros((1, 45, 80), np.float32), **_zero_states(session)})
     assert out[0].shape == (1, 8, 320)
+
+
+def test_the_cpp_server_gets_batches_of_one_for_this_fixed_batch_export(model_dir):
+    """The -mobile encoder is exported with a batch of 1: sherpa-onnx's C++ server, batching
+    it, drops every connection; the load benchmark gives it --max-batch-size=1."""
+    from bench.daemon.servers import Settings, sherpa_server_args
+    from streamdec.models.files import find_model_files
+
+    files = find_model_files(ModelConfig(model_dir=str(model_dir)))
+    given = sherpa_server_args(Settings(files=files, model_args=(), model_type="zipformer2"))
+    assert given[-1] == "--max-batch-size=1"
+    chosen = sherpa_server_args(Settings(files=files, model_args=(), model_type="zipformer2",
+                                         max_batch=8))
+    assert chosen[-1] == "--max-batch-size=8"

@@ -30,7 +30,8 @@ one server that is already running and speaks the sherpa-onnx protocol (float32 
 ``Done``, JSON results with ``segment``, ``start_time``, ``timestamps``, ``is_final``, then
 ``Done!``).
 
-Each client streams the dev-set utterances (espeak, ``bench/common/devset.py``) one after another,
+Each client streams the dev-set utterances (espeak, ``bench/common/devset.py``; ``--speech
+real``: the real dev set's 16 kHz recordings) one after another,
 each followed by ``--gap`` seconds of silence (so an endpoint closes every utterance),
 starting at a different utterance, in ``--chunk-ms`` messages paced at real time, for
 ``--seconds``; then ``Done``. A run ends when every client has its ``Done!``, or at
@@ -46,6 +47,9 @@ starting at a different utterance, in ``--chunk-ms`` messages paced at real time
 - ``finals``: utterances whose audio and gap were sent, the utterances that got a final
   with text, ``lost`` = sent utterances without one, ``late`` = finals that arrived after
   the next utterance's audio began, ``split`` = extra finals within one utterance;
+- ``finals_wer``: the WER of every completely sent utterance's finals (none: all its
+  words deleted) against its transcript. At one stream count every peer and run gets the
+  same utterances (client n starts at utterance n): compare them there;
 - ``max_send_lag_s``: how far the client's sending fell behind real time (back-pressure:
   the server reading slower than real time);
 
@@ -462,8 +466,10 @@ def client_offset(spread: str, n: int, count: int, message_seconds: float,
     return (n % 20) * message_seconds / 20
 
 
-async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
-    """``streams`` clients against ``server``, bounded by ``--seconds`` + ``--grace``."""
+async def load(args, streams: int, server: Target, utts, pacing: Pacing,
+               refs: list[str] | None = None) -> dict:
+    """``streams`` clients against ``server``, bounded by ``--seconds`` + ``--grace``;
+    ``refs``: the utterances' transcripts (the finals' WER)."""
     chunk = pacing.piece
     stats = [ClientStats() for _ in range(streams)]
     programs = build_programs(utts, args.gap, args.seconds, streams)
@@ -515,6 +521,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
                    "lost": sum(s.lost for s in stats),
                    "late": sum(s.late for s in stats),
                    "split": sum(s.split for s in stats)},
+        "finals_wer": finals_wer(stats, refs) if refs else None,
         "unfinished": sum(not s.finished for s in stats),
         "max_send_lag_s": round(max((s.max_send_lag for s in stats), default=0.0), 3),
         "client_errors": [s.error for s in stats if s.error][:5],
@@ -543,13 +550,31 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict
     return report
 
 
-def measure_load(args, streams: int, server: Target, utts, pacing: Pacing) -> dict:
+def finals_wer(stats: list[ClientStats], refs: list[str]) -> float:
+    """WER of every completely sent utterance's finals (joined; none: all words deleted)
+    against its transcript; client n's utterance i is ``refs[(n + i) % len(refs)]`` (see
+    ``build_programs``)."""
+    from bench.common.devset import error_rates
+
+    want, got = {}, {}
+    for n, s in enumerate(stats):
+        texts: dict[int, list[str]] = {}
+        for i, text in s.texts:
+            texts.setdefault(i, []).append(text)
+        for i in range(s.utterances):
+            want[f"{n}/{i}"] = refs[(n + i) % len(refs)]
+            got[f"{n}/{i}"] = " ".join(texts.get(i, []))
+    return round(error_rates(want, got)["wer"], 4) if want else None
+
+
+def measure_load(args, streams: int, server: Target, utts, pacing: Pacing,
+                 refs: list[str] | None = None) -> dict:
     """One run of the load against one server."""
     run = {"load_average_before": load_average()}
     time.sleep(1.0)
     run["server_rss_idle_mb"] = round(server.sample()[1] / 2**20, 2)
     before = scrape(server.metrics_url)
-    run.update(asyncio.run(load(args, streams, server, utts, pacing)))
+    run.update(asyncio.run(load(args, streams, server, utts, pacing, refs)))
     after = scrape(server.metrics_url)
     for key, name in (("server_latency", "streamdec_result_latency_seconds"),
                       ("server_batch_size", "streamdec_decode_batch_size")):
@@ -715,14 +740,21 @@ def measure(args) -> dict:
     from bench.common.devset import dev_set
     from streamdec import Recognizer, RecognizerConfig
 
-    utts = [u.samples.astype(np.float32) for u in dev_set("espeak", args.utterances)]
+    if args.speech == "real":  # the real dev set's 16 kHz recordings (clients send 16 kHz)
+        from bench.accuracy.realvoice import real_dev_set
+
+        dev = [u for u in real_dev_set() if u.rate == RATE][:args.utterances]
+    else:
+        dev = dev_set("espeak", args.utterances)
+    utts = [u.samples.astype(np.float32) for u in dev]
+    refs = [u.text for u in dev]
     rec = Recognizer(RecognizerConfig(model=model_config(args)))
     load_before = load_average()
     report: dict = {"setup": {
         "benchmark": "load", "command": " ".join(sys.argv), "streams": args.streams,
         "seconds": args.seconds, "grace": args.grace, "warmup": args.warmup,
         "chunk_ms": args.chunk_ms, "spread": args.spread, "gap": args.gap,
-        "utterances": args.utterances,
+        "utterances": args.utterances, "speech": args.speech,
         "runs": args.runs, "model_dir": str(rec.config.model.path),
         "model": model_report(rec.model_files, args.int8), "search": args.search,
         "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
@@ -768,7 +800,7 @@ def measure(args) -> dict:
         for streams in args.streams:
             conf = {"search": search, "streams": streams, **peer_runs(
                 args, starts, recorded(lambda s, k=streams: measure_load(
-                    args, k, s, utts, pacings[s.name])))}
+                    args, k, s, utts, pacings[s.name], refs)))}
             compare(conf)
             report["configurations"].append(conf)
             for name in starts:
@@ -817,6 +849,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-probe", type=int, default=0, metavar="K",
                    help="first measure RSS per idle connection / active stream with K")
     p.add_argument("--utterances", type=int, default=20, help="dev-set utterances to use")
+    p.add_argument("--speech", choices=("espeak", "real"), default="espeak",
+                   help="the utterances: the synthetic dev set (espeak) or the real dev set's "
+                        "16 kHz recordings (bench/accuracy/realvoice.py; for a real model)")
     p.add_argument("--message-cost", type=int, default=0, metavar="M",
                    help="first measure server CPU per message with M messages")
     add_peer_arguments(p)

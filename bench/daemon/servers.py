@@ -48,7 +48,8 @@ class Settings:
     beam: int = 4  # modified_beam: max active paths
     threads: int = 1  # ONNX Runtime intra-op threads per session
     # streams decoded in one batch; None: streamdec's engine chooses by the model
-    # (``streamdec.engine.sizes_for``) and the C++ server gets SHERPA_MAX_BATCH
+    # (``streamdec.engine.sizes_for``) and the C++ server gets SHERPA_MAX_BATCH (1 for an
+    # encoder exported with a fixed batch of 1)
     max_batch: int | None = None
     streamdec_args: tuple[str, ...] = ()  # more arguments for streamdec serve
     sherpa_args: tuple[str, ...] = ()  # more arguments for the sherpa-onnx server
@@ -245,7 +246,19 @@ def sherpa_server_args(settings: Settings) -> list[str]:
             f"--joiner={m.joiner}", f"--model-type={settings.model_type}",
             f"--decoding-method={SHERPA_METHODS[settings.search]}",
             f"--max-active-paths={settings.beam}", f"--num-threads={settings.threads}",
-            f"--max-batch-size={settings.max_batch or SHERPA_MAX_BATCH}"]
+            f"--max-batch-size={settings.max_batch or _sherpa_batch(m.encoder)}"]
+
+
+def _sherpa_batch(encoder: Path) -> int:
+    """The C++ server's batch size by default: SHERPA_MAX_BATCH, or 1 for an encoder whose
+    export fixes the batch at 1 (k2-fsa's ``-mobile`` zipformer2: the C++ server, batching
+    such a model, drops every connection; streamdec runs it one stream at a time)."""
+    import onnx
+
+    dims = onnx.load(str(encoder), load_external_data=False).graph.input[0].type \
+        .tensor_type.shape.dim
+    return 1 if dims and dims[0].HasField("dim_value") and dims[0].dim_value == 1 \
+        else SHERPA_MAX_BATCH
 
 
 def start_sherpa_onnx(settings: Settings) -> Target:

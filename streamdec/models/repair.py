@@ -11,11 +11,12 @@ others) kept the ``Slice``/``Concat`` with ``starts = [L - 1]`` where ``pad`` is
 chunk appends one frame too many and the ``Reshape`` after it fails in every runtime
 (``Input shape {17,1,128}, requested {8,2,1,128}``).
 
-``repair_lost_padding`` finds every ``Concat(x, Slice(x))`` on axis 0 read by a ``Reshape``
-to a constant ``[groups, ds, ...]`` shape and proves, from the frame count ``L`` that the
-graph's own shape inference gives for ``x`` and that the model's metadata declares
-(``decode_chunk_len / 2``: the encoder embedding halves the feature rate), what the padding
-should be:
+``repair_lost_padding`` finds, in a model whose metadata says ``model_type=zipformer2``
+(other families are left alone), every ``Concat(x, Slice(x))`` on axis 0 read by a
+``Reshape`` (to a constant ``[groups, ds, ...]`` shape) and proves, from the frame count
+``L`` that the graph's own shape inference gives for ``x`` and that the model's metadata
+declares (``decode_chunk_len / 2``: the encoder embedding halves the feature rate), what the
+padding should be:
 
 - the appended frames equal ``pad`` and ``groups * ds == L + pad``: the graph is as intended,
   left as it is;
@@ -75,13 +76,12 @@ def _static_dim0(model, name: str) -> int | None:
     return None
 
 
-def _declared_frames(model, where: Path) -> int:
-    meta = {p.key: p.value for p in model.metadata_props}
-    if meta.get("model_type") != "zipformer2" or "decode_chunk_len" not in meta:
+def _declared_frames(meta: dict[str, str], where: Path) -> int:
+    if "decode_chunk_len" not in meta:
         raise ModelLoadError(
             f"{where}: a downsampling pad step (Concat of a tensor and its own Slice, then "
-            f"Reshape) in a model that is not a zipformer2 declaring decode_chunk_len "
-            f"(model_type={meta.get('model_type')!r}): cannot prove its padding")
+            "Reshape) in a zipformer2 that does not declare decode_chunk_len: cannot prove "
+            "its padding")
     try:
         chunk = int(meta["decode_chunk_len"])
     except ValueError:
@@ -122,6 +122,9 @@ def repair_lost_padding(model, where: Path) -> int:
     module docstring)."""
     import onnx
 
+    meta = {p.key: p.value for p in model.metadata_props}
+    if meta.get("model_type") != "zipformer2":  # SimpleDownsample is zipformer2's
+        return 0
     graph = model.graph
     producer = {o: n for n in graph.node for o in n.output}
     readers: dict[str, list] = {}
@@ -134,14 +137,15 @@ def repair_lost_padding(model, where: Path) -> int:
                 or len(node.input) != 2 or _axis(node) != 0:
             continue
         cut = producer.get(node.input[1])
-        if cut is None or cut.op_type != "Slice" or cut.input[0] != node.input[0]:
+        if cut is None or cut.op_type != "Slice" or cut.input[0] != node.input[0] \
+                or not any(r.op_type == "Reshape" for r in readers.get(node.output[0], [])):
             continue
         steps.append((node, cut))
     if not steps:
         return 0
     consts = _constants(graph)
     inferred = onnx.shape_inference.infer_shapes(model)
-    declared = _declared_frames(model, where)
+    declared = _declared_frames(meta, where)
     outputs = {o.name for o in graph.output}
     dropped: set[int] = set()
     for concat, cut in steps:
