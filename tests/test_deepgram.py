@@ -60,6 +60,16 @@ def speech() -> np.ndarray:
     return np.concatenate(parts[:-1])
 
 
+@pytest.fixture(scope="module")
+def sherpa(server, speech) -> list[dict]:
+    """The sherpa-onnx protocol's results for the same audio (int16 values, as the
+    Deepgram clients send them), the reference every test here compares with."""
+    audio = (np.clip(speech, -1, 1) * 32767).round().astype(np.float32) / 32768
+    out = run(sherpa_client(server.url("/sherpa"), audio, 1600,
+                            additional_headers={"Authorization": f"Bearer {KEY}"}))
+    return out["results"]
+
+
 def client(server) -> DeepgramClient:
     base = f"127.0.0.1:{server.port}"
     env = DeepgramClientEnvironment(base=f"http://{base}", production=f"ws://{base}",
@@ -127,18 +137,15 @@ def sherpa_words(results: list[dict]) -> list[tuple[str, float]]:
     return [(w, t) for w, t in out if w]
 
 
-def test_sdk_finals_match_the_sherpa_protocol(server, speech):
+def test_sdk_finals_match_the_sherpa_protocol(server, speech, sherpa):
     messages = stream(server, pcm16(speech))
     got = finals(messages)
-    sherpa = run(sherpa_client(server.url("/sherpa"), speech.astype(np.float32), 1600,
-                               additional_headers={"Authorization": f"Bearer {KEY}"}))
-    sherpa_finals = [r for r in sherpa["results"] if r["is_final"] and r["text"]]
+    sherpa_finals = [r for r in sherpa if r["is_final"] and r["text"]]
     assert len(sherpa_finals) == 2
     texts = [r.channel.alternatives[0].transcript for r in got if
              r.channel.alternatives[0].transcript]
-    # the same audio through pcm16: the same text (int16 rounding moves no token)
     assert texts == [r["text"] for r in sherpa_finals]
-    ours, theirs = words(got), sherpa_words(sherpa["results"])
+    ours, theirs = words(got), sherpa_words(sherpa)
     assert [w for w, _ in ours] == [w for w, _ in theirs]
     assert np.allclose([t for _, t in ours], [t for _, t in theirs], atol=0.0101)
     assert [r.speech_final for r in got] == [True, False]  # an endpoint, then the end
@@ -151,7 +158,7 @@ def test_sdk_finals_match_the_sherpa_protocol(server, speech):
             assert 0 <= w.start < w.end and 0 < w.confidence <= 1
 
 
-def test_the_documented_client_runs(server, speech, tmp_path):
+def test_the_documented_client_runs(server, speech, sherpa, tmp_path):
     """clients/deepgram_live.py, the docs' example, prints the finals with word times."""
     wav = tmp_path / "two.wav"
     sf.write(wav, speech, RATE, subtype="PCM_16")
@@ -161,9 +168,7 @@ def test_the_documented_client_runs(server, speech, tmp_path):
         capture_output=True, text=True, timeout=120 * UNIT)
     assert run_client.returncode == 0, run_client.stderr
     lines = run_client.stdout.splitlines()
-    sherpa = run(sherpa_client(server.url("/sherpa"), speech, 1600,
-                               additional_headers={"Authorization": f"Bearer {KEY}"}))
-    texts = [r["text"] for r in sherpa["results"] if r["is_final"] and r["text"]]
+    texts = [r["text"] for r in sherpa if r["is_final"] and r["text"]]
     assert [line.split("    [")[0] for line in lines[:-1]] == texts
     assert lines[-1] == f"({len(speech) / RATE:.2f} s of audio)"
 
@@ -235,19 +240,18 @@ def test_bad_audio_gets_deepgram_error_and_close(server):
 
 
 # -- pre-recorded: POST /v1/listen ---------------------------------------------------------------
-def test_sdk_prerecorded_file_matches_the_sherpa_protocol(server, speech, tmp_path):
+def test_sdk_prerecorded_file_matches_the_sherpa_protocol(server, speech, sherpa,
+                                                          tmp_path):
     wav = tmp_path / "two.wav"
-    sf.write(wav, speech, RATE, subtype="FLOAT")
+    sf.write(wav, speech, RATE, subtype="PCM_16")
     response = client(server).listen.v1.media.transcribe_file(
         request=wav.read_bytes(), model="nova-3", utterances=True)
-    sherpa = run(sherpa_client(server.url("/sherpa"), speech, 1600,
-                               additional_headers={"Authorization": f"Bearer {KEY}"}))
-    texts = [r["text"] for r in sherpa["results"] if r["is_final"] and r["text"]]
+    texts = [r["text"] for r in sherpa if r["is_final"] and r["text"]]
     alternative = response.results.channels[0].alternatives[0]
     assert alternative.transcript == " ".join(texts)
     assert [u.transcript for u in response.results.utterances] == texts
     got = [(w.word, round(w.start, 2)) for w in alternative.words]
-    theirs = sherpa_words(sherpa["results"])
+    theirs = sherpa_words(sherpa)
     assert [w for w, _ in got] == [w for w, _ in theirs]
     assert np.allclose([t for _, t in got], [t for _, t in theirs], atol=0.0101)
     assert response.metadata.duration == pytest.approx(len(speech) / RATE, abs=1e-3)

@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import bisect
 import dataclasses
 import json
@@ -313,12 +314,71 @@ class ClientStats:
         return sum(1 for i in range(self.utterances) if i not in self.final_utterances)
 
 
+#: the protocols a client may speak (``--protocol``): the path it connects to
+PROTOCOL_PATHS = {"sherpa": "", "deepgram": "v1/listen?encoding=linear32&sample_rate=16000"
+                  "&interim_results=true", "realtime": "v1/realtime?intent=transcription"}
+_REALTIME_END = "end-of-audio"  # the event_id of the realtime client's last event
+
+
+def protocol_url(url: str, protocol: str) -> str:
+    """``url`` (a server's WebSocket root) for ``protocol``."""
+    return url.rstrip("/") + "/" + PROTOCOL_PATHS[protocol] if PROTOCOL_PATHS[protocol] \
+        else url
+
+
+class VendorResults:
+    """A cloud vendor protocol's messages as the sherpa-onnx results the client times:
+    Deepgram's ``Results`` (word starts as the token times; its end: ``Metadata``); OpenAI
+    Realtime's ``completed`` (no times: finals only, placed at ``speech_stopped``'s end;
+    its end: the error event answering the client's last, unknown event)."""
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+        self.stopped = 0.0  # seconds: the end of the last realtime utterance
+
+    def convert(self, message: str) -> dict | None | bool:
+        """The result in sherpa-onnx's shape; None: nothing to time; True: the end."""
+        m = json.loads(message)
+        kind = m.get("type")
+        if self.protocol == "deepgram":
+            if kind == "Metadata":
+                return True
+            if kind != "Results":
+                return None
+            alternative = m["channel"]["alternatives"][0]
+            return {"segment": round(m["start"] * 1000), "start_time": m["start"],
+                    "timestamps": [w["start"] - m["start"] for w in alternative["words"]],
+                    "is_final": m["is_final"], "text": alternative["transcript"]}
+        if kind == "error" and m["error"].get("event_id") == _REALTIME_END:
+            return True
+        if kind == "input_audio_buffer.speech_stopped":
+            self.stopped = m["audio_end_ms"] / 1000
+        if kind != "conversation.item.input_audio_transcription.completed":
+            return None
+        return {"segment": m["item_id"], "start_time": 0.0, "timestamps": [],
+                "end_time": self.stopped, "is_final": True, "text": m["transcript"]}
+
+
+def _realtime_append(samples: np.ndarray) -> str:
+    """16 kHz float samples as a realtime append: pcm16 at 24 kHz (linear interpolation)."""
+    n = len(samples) * 3 // 2
+    resampled = np.interp(np.arange(n) * (2 / 3), np.arange(len(samples)), samples)
+    pcm = np.clip(np.round(resampled * 32767), -32768, 32767).astype("<i2")
+    return json.dumps({"type": "input_audio_buffer.append",
+                       "audio": base64.b64encode(pcm.tobytes()).decode()})
+
+
 async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_start: float,
-                     stats: ClientStats, timeline: Timeline | None = None) -> None:
+                     stats: ClientStats, timeline: Timeline | None = None,
+                     protocol: str = "sherpa") -> None:
     """Send ``program`` in ``chunk``-sample messages paced at real time from ``t_start``,
     then ``Done``; time every token's first appearance (``pacing``: which message completed
-    the model chunk of an encoder frame) and check the finals."""
+    the model chunk of an encoder frame) and check the finals. ``protocol``: the one the
+    client speaks (``PROTOCOL_PATHS``)."""
     import websockets
+
+    vendor = VendorResults(protocol) if protocol != "sherpa" else None
+    url = protocol_url(url, protocol)
 
     sent_at: list[float] = []  # send time of each message
     seen: set[tuple[int, int]] = set()  # (segment, token index) already reported
@@ -347,7 +407,8 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                 if timeline is not None:
                     timeline.latency(now, now - completed)
         if r.get("is_final") and r.get("text"):
-            end = int((r["start_time"] + (r["timestamps"] or [0])[-1]) * RATE)
+            end = int((r["end_time"] if "end_time" in r else
+                       r["start_time"] + (r["timestamps"] or [0])[-1]) * RATE)
             i = bisect.bisect_right(program.starts, end) - 1
             stats.texts.append((i, r["text"]))
             if i in stats.final_utterances:
@@ -366,7 +427,11 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                 now = time.monotonic()
                 if msg == "Done!":
                     return
-                on_result(json.loads(msg), now)
+                r = json.loads(msg) if vendor is None else vendor.convert(msg)
+                if r is True:
+                    return
+                if r is not None:
+                    on_result(r, now)
 
         receiver = asyncio.ensure_future(receive())
         try:
@@ -381,11 +446,16 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                     if timeline is not None:
                         timeline.send_lag(time.monotonic(), -delay)
                 sent_at.append(time.monotonic())
-                await ws.send(audio[k:k + chunk].tobytes())
+                piece = audio[k:k + chunk]
+                await ws.send(_realtime_append(piece) if protocol == "realtime"
+                              else piece.tobytes())
                 while (stats.utterances < len(program.ends)
                        and program.ends[stats.utterances] <= k + chunk):
                     stats.utterances += 1
-            await ws.send("Done")
+            await ws.send({"sherpa": "Done", "deepgram": '{"type": "CloseStream"}',
+                           "realtime": '{"type": "input_audio_buffer.commit"}'}[protocol])
+            if protocol == "realtime":
+                await ws.send(json.dumps({"type": "end", "event_id": _REALTIME_END}))
             stats.utterances = len(program.ends)
             await receiver
             stats.finished = True
@@ -480,7 +550,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing,
         start = t0 + client_offset(args.spread, n, streams, args.chunk_ms / 1000,
                                    pacing.meta.chunk_shift * pacing.shift / RATE)
         tasks.append(asyncio.ensure_future(run_client(server.url, program, chunk, pacing,
-                                                      start, s, timeline)))
+                                                      start, s, timeline, args.protocol)))
     samples = []  # (t, cpu, rss) each second
     machine_cpu = []  # (t, total jiffies, steal jiffies) each second
     client_lags: list = []
@@ -754,7 +824,7 @@ def measure(args) -> dict:
         "benchmark": "load", "command": " ".join(sys.argv), "streams": args.streams,
         "seconds": args.seconds, "grace": args.grace, "warmup": args.warmup,
         "chunk_ms": args.chunk_ms, "spread": args.spread, "gap": args.gap,
-        "utterances": args.utterances, "speech": args.speech,
+        "utterances": args.utterances, "speech": args.speech, "protocol": args.protocol,
         "runs": args.runs, "model_dir": str(rec.config.model.path),
         "model": model_report(rec.model_files, args.int8), "search": args.search,
         "beam": args.beam, "threads": args.threads, "max_batch": args.max_batch,
@@ -837,6 +907,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-url", help="its Prometheus /metrics, if any (default: /metrics "
                                          "on the host and port of --url)")
     p.add_argument("--chunk-ms", type=float, default=100.0, help="audio per message")
+    p.add_argument("--protocol", choices=tuple(PROTOCOL_PATHS), default="sherpa",
+                   help="the protocol the clients speak (streamdec only for deepgram and "
+                        "realtime): sherpa-onnx's float32 frames, Deepgram's live protocol "
+                        "(linear32, interim results), or OpenAI Realtime (base64 pcm16 at "
+                        "24 kHz in JSON; finals only are timed: it has no times in deltas)")
     p.add_argument("--spread", choices=("message", "chunk"), default="message",
                    help="clients' start times: over one message (their model chunks "
                         "arrive in bursts), or evenly over one model chunk (chunks arrive at "

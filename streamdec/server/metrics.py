@@ -11,7 +11,8 @@ series per live worker (label ``pid``).
 name                                     type       what
 =======================================  =========  ==========================================
 streamdec_connections_total{protocol}    counter    connections admitted (sherpa, vosk, http,
-                                                    twilio, audiofork, audiosocket, calls)
+                                                    twilio, audiofork, audiosocket, calls,
+                                                    deepgram, realtime)
 streamdec_connections_open{protocol}     gauge      connections open now
 streamdec_active_streams                 gauge      engine streams open now
 streamdec_audio_seconds_total            counter    audio received, seconds (per channel)

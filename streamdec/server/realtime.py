@@ -212,7 +212,7 @@ class RealtimeSession:
             turn = session.get("turn_detection", ...)
         out: list[Command] = []
         if fmt is not None and fmt != self.format:
-            if fmt not in FORMATS:
+            if not isinstance(fmt, str) or fmt not in FORMATS:
                 raise _Refused("invalid_value", f"unsupported input audio format {fmt!r}: "
                                f"one of {', '.join(FORMATS)}", "format")
             if self.audio_started:
