@@ -13,6 +13,8 @@
     ├── DecodeError            decoding a stream failed (the model raised): that stream ends
     ├── ClientError            what a server's client did wrong (or what failed for it): a
     │                          kind with its WebSocket close code (``CLOSE_CODES``)
+    ├── EventRefused           a client's event refused in-band (OpenAI Realtime: an ``error``
+    │                          event with a code and param; the session goes on)
     ├── UploadError            a file sent for transcription cannot be transcribed (HTTP 400)
     ├── StoreError             the transcript store cannot be opened, read or written
     └── Disconnected           a server's client went away (or its socket broke)
@@ -93,6 +95,15 @@ class ClientError(StreamdecError):
     def after_results(self) -> bool:
         """The client gets the results of the audio it sent before the error."""
         return self.kind in _AFTER_RESULTS
+
+
+class EventRefused(StreamdecError):
+    """A client's event refused in-band: the protocol answers with an error event naming
+    ``code`` (and the ``param`` at fault) and the session goes on."""
+
+    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.param = code, param
 
 
 class UploadError(StreamdecError, ValueError):

@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "streamdec"
 CLASSES = ["StreamdecError", "ConfigError", "OptionError", "ModelLoadError", "ModelDownloadError",
            "AudioInputError",
            "AudioFileError", "MicrophoneError", "StreamStateError", "TokenizeError",
-           "DecodeError", "ClientError", "UploadError", "StoreError", "Disconnected"]
+           "DecodeError", "ClientError", "EventRefused", "UploadError", "StoreError",
+           "Disconnected"]
 
 
 def test_the_tree_is_these_classes_each_a_streamdec_error_drawn_in_the_docstring():

@@ -43,7 +43,7 @@ from typing import Mapping, Sequence
 
 from ..core.endpoint import EndpointConfig
 from ..core.results import Result
-from ..errors import ClientError, OptionError
+from ..errors import ClientError, EventRefused, OptionError
 from . import jsontext
 from .endpointing import EndpointLimits
 from .options import StreamOptions
@@ -95,14 +95,6 @@ def realtime_error(error: ClientError) -> tuple[str, int, str]:
     return json.dumps(event, ensure_ascii=False), error.code, error.kind
 
 
-class _Refused(Exception):
-    """An event refused in-band: an ``error`` event, and the session goes on."""
-
-    def __init__(self, code: str, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.code, self.param = code, param
-
-
 class RealtimeSession:
     """One OpenAI Realtime transcription client, without I/O (``session`` says how it is
     driven): every audio event gets its results once its audio is decoded (``Reply``);
@@ -140,15 +132,15 @@ class RealtimeSession:
         client_event = None
         try:
             if isinstance(message, bytes):
-                raise _Refused("invalid_request", "binary messages are not events: send "
+                raise EventRefused("invalid_request", "binary messages are not events: send "
                                "input_audio_buffer.append with base64 audio")
             try:
                 event = jsontext.loads(message)
             except ValueError:
-                raise _Refused("invalid_json", f"event is not JSON: {message[:60]!r}") \
+                raise EventRefused("invalid_json", f"event is not JSON: {message[:60]!r}") \
                     from None
             if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                raise _Refused("invalid_request", "an event is an object with a \"type\"")
+                raise EventRefused("invalid_request", "an event is an object with a \"type\"")
             client_event = event.get("event_id") if isinstance(event.get("event_id"),
                                                                str) else None
             kind = event["type"]
@@ -162,9 +154,9 @@ class RealtimeSession:
             if kind == "input_audio_buffer.clear":
                 self._ends.append("clear")
                 return [ForceFinal(kind), Reply()]
-            raise _Refused("invalid_request", f"unsupported event type {kind[:60]!r}",
+            raise EventRefused("invalid_request", f"unsupported event type {kind[:60]!r}",
                            "type")
-        except _Refused as e:
+        except EventRefused as e:
             return [self._event("error", error={
                 "type": "invalid_request_error", "code": e.code, "message": str(e),
                 "param": e.param, "event_id": client_event})]
@@ -172,14 +164,14 @@ class RealtimeSession:
     def _append(self, event: dict) -> list[Command]:
         audio = event.get("audio")
         if not isinstance(audio, str):
-            raise _Refused("invalid_request", "append needs \"audio\": base64", "audio")
+            raise EventRefused("invalid_request", "append needs \"audio\": base64", "audio")
         try:
             data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
-            raise _Refused("invalid_audio", "audio is not base64", "audio") from None
+            raise EventRefused("invalid_audio", "audio is not base64", "audio") from None
         size = _SAMPLE_BYTES[self.options.encoding]
         if len(data) % size:
-            raise _Refused("invalid_audio", f"{len(data)} bytes is not a whole number of "
+            raise EventRefused("invalid_audio", f"{len(data)} bytes is not a whole number of "
                            f"{self.format} samples", "audio")
         self.audio_started = True
         self.fed_bytes += len(data)
@@ -188,20 +180,20 @@ class RealtimeSession:
     def _update(self, event: dict, kind: str) -> list[Command]:
         session = event.get("session")
         if not isinstance(session, dict):
-            raise _Refused("invalid_request", "update needs a \"session\" object", "session")
+            raise EventRefused("invalid_request", "update needs a \"session\" object", "session")
         if kind == "session.update":
             if session.get("type", "transcription") != "transcription":
-                raise _Refused("invalid_request", "only transcription sessions are served",
+                raise EventRefused("invalid_request", "only transcription sessions are served",
                                "session.type")
             audio = session.get("audio") or {}
             given = (audio.get("input") or {}) if isinstance(audio, dict) else None
             if not isinstance(given, dict):
-                raise _Refused("invalid_request", "session.audio.input must be an object",
+                raise EventRefused("invalid_request", "session.audio.input must be an object",
                                "session.audio")
             fmt = given.get("format")
             if isinstance(fmt, dict):
                 if fmt.get("type") == "audio/pcm" and fmt.get("rate", PCM_RATE) != PCM_RATE:
-                    raise _Refused("invalid_value", "audio/pcm is 24000 Hz",
+                    raise EventRefused("invalid_value", "audio/pcm is 24000 Hz",
                                    "session.audio.input.format.rate")
                 fmt = fmt.get("type")
             transcription = given.get("transcription")
@@ -213,10 +205,10 @@ class RealtimeSession:
         out: list[Command] = []
         if fmt is not None and fmt != self.format:
             if not isinstance(fmt, str) or fmt not in FORMATS:
-                raise _Refused("invalid_value", f"unsupported input audio format {fmt!r}: "
+                raise EventRefused("invalid_value", f"unsupported input audio format {fmt!r}: "
                                f"one of {', '.join(FORMATS)}", "format")
             if self.audio_started:
-                raise _Refused("invalid_request", "the audio format changes only before "
+                raise EventRefused("invalid_request", "the audio format changes only before "
                                "the audio", "format")
             encoding, rate = FORMATS[fmt]
             self.format = fmt
@@ -225,13 +217,13 @@ class RealtimeSession:
         if isinstance(transcription, dict):
             language = transcription.get("language")
             if language not in (None, "", *LANGUAGES):
-                raise _Refused("invalid_value", f"language {language!r} is not supported: "
+                raise EventRefused("invalid_value", f"language {language!r} is not supported: "
                                "en", "language")
         if turn is not ...:
             endpoint = self._endpoint(turn)
             if endpoint != (self.options.endpoint or self.endpoint):
                 if self.audio_started:
-                    raise _Refused("invalid_request", "turn_detection changes only before "
+                    raise EventRefused("invalid_request", "turn_detection changes only before "
                                    "the audio", "turn_detection")
                 self.options = replace(self.options, endpoint=endpoint)
                 out.insert(0, Reopen(self.options))
@@ -244,7 +236,7 @@ class RealtimeSession:
         if turn is None:
             return replace(self.endpoint, enabled=False)
         if not isinstance(turn, dict) or turn.get("type") != "server_vad":
-            raise _Refused("invalid_value", "turn_detection must be null or "
+            raise EventRefused("invalid_value", "turn_detection must be null or "
                            "{\"type\": \"server_vad\"} (semantic_vad is not supported)",
                            "turn_detection")
         silence = turn.get("silence_duration_ms")
@@ -252,7 +244,7 @@ class RealtimeSession:
             return replace(self.endpoint, enabled=True)
         if (isinstance(silence, bool) or not isinstance(silence, int)
                 or not 0 <= silence <= self.limits.max_silence * 1000):
-            raise _Refused("invalid_value", f"silence_duration_ms must be an integer in "
+            raise EventRefused("invalid_value", f"silence_duration_ms must be an integer in "
                            f"[0, {self.limits.max_silence * 1000:g}]",
                            "turn_detection.silence_duration_ms")
         return replace(self.endpoint, enabled=True, rule2=replace(
