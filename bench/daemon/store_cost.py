@@ -7,7 +7,7 @@ audio, alternated. Each load report holds the p95 chunk latency, the finals' del
 (late, lost), the server's CPU and the ratios; this script writes them side by side.
 
     python bench/daemon/store_cost.py --streams 200 --seconds 40 \\
-        --out bench/results/2026-12-07-store-cost.json
+        --out bench/results/2026-12-07-store-cost/store-cost.json
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ espeak-ng in two voices, decoded by the built-in model, formatted (``full``: pun
 casing, inverse text normalisation) and redacted (``streamdec.textfmt.redact``, the cards
 and ssn kinds).
 
-Usage: python bench/text/redaction.py [--out bench/results/2026-12-07-redaction.json]
+Usage: python bench/text/redaction.py [--out bench/results/2026-12-07-redaction/redaction.json]
 
 - recall: of the sensitive numbers read aloud, the share whose transcript, raw and
   formatted, keeps at most 3 of the number's digits after redaction (a card's last four
@@ -89,7 +89,7 @@ def digits_left(text: str, number: str) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(REPO / "bench/results/2026-12-07-redaction.json"))
+    p.add_argument("--out", default=str(REPO / "bench/results/2026-12-07-redaction/redaction.json"))
     args = p.parse_args()
     rec = Recognizer()
     fmt = default_formatter()
