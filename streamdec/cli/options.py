@@ -40,7 +40,7 @@ def add_recognizer_options(p: argparse.ArgumentParser, words_default: bool = Fal
                "without --lang; else none, the built-in settings" if words_default
                else "none, the built-in settings")
     g.add_argument("--config", help="TOML config file, or a name in configs/ "
-                   f"(default, telephony, low-latency, accurate) (default: {default})")
+                   f"(default, telephony, low-latency, accurate, two-pass) (default: {default})")
     g.add_argument("--model", metavar="DIR|NAME", help="model directory, or the name of a model "
                    "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),
