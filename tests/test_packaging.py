@@ -59,7 +59,7 @@ def test_wheel_on_python_310_runs_a_builtin_config(tmp_path):
     bad = subprocess.run([str(venv / "bin" / "streamdec"), "transcribe", "call.wav",
                           "--config", "telefony"], cwd=work, capture_output=True, text=True)
     assert bad.returncode == 2
-    assert "built-in: accurate, default, low-latency, telephony" in bad.stderr
+    assert "built-in: accurate, default, low-latency, telephony, two-pass" in bad.stderr
     # the default (words) reads the shipped compiled file: nothing compiled, nothing written
     home = tmp_path / "home"
     site_cache = Path(where.split()[0]).parent / "assets" / "synthetic-en" / "lang" / ".streamdec-cache"

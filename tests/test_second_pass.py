@@ -97,7 +97,8 @@ def test_each_final_carries_the_first_pass_beside_it(decoded):
 def test_text_is_whispers_words_in_the_first_pass_style(decoded):
     """``display``/``display_words``: Whisper's own casing and punctuation; ``text``/``words``:
     the same words upper case without punctuation (as the first pass writes), one token
-    (id -1) a word, their times those of the display words."""
+    (id -1) a word, their times those of the display words (a hyphenated word's shared
+    out: test_a_hyphenated_word_shares_its_time)."""
     f = decoded["librivox/sense_and_sensibility_01_austen_64kb-0930"][1][0]
     assert f.display == "He might even have been made amiable himself."
     assert f.display == " ".join(w.text for w in f.display_words)
@@ -196,8 +197,9 @@ def test_checks(segments, seconds, why):
     assert check_transcript(SecondPassConfig(), _transcript(*segments), seconds) == why
 
 
-@pytest.mark.parametrize("word, raw", [("Hello,", "HELLO"), ("don't", "DON'T"), ("...", ""),
-                                       ("'Twas", "TWAS"), ("10", "10"), ("ill-disposed", "ILLDISPOSED")])
+@pytest.mark.parametrize("word, raw", [
+    ("Hello,", "HELLO"), ("don't", "DON'T"), ("...", ""), ("'Twas", "TWAS"), ("10", "10"),
+    ("ill-disposed", "ILL DISPOSED"), ("U.S.", "U S"), ("-", "")])
 def test_raw_style(word, raw):
     assert raw_style(word) == raw
 
@@ -262,3 +264,21 @@ def test_models_get_refuses_an_unknown_whisper_name():
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.startswith("streamdec: error: unknown Whisper model 'nope': one of "
                                  "whisper-tiny.en, ")
+
+
+def test_a_hyphenated_word_shares_its_time():
+    from streamdec.core.results import Result
+    from streamdec.core.second_pass import second_pass_result
+
+    first = Result("X", ("X",), (1,), (0.0,), (0.0,), segment=0, start_time=1.0,
+                   end_time=3.0, is_final=True)
+    out = OfflineTranscript((OfflineSegment(" An ill-disposed man.", (
+        OfflineWord("An", 0.0, 0.2, 0.9), OfflineWord("ill-disposed", 0.2, 0.8, 0.8),
+        OfflineWord("man.", 0.8, 1.0, 0.9)), -0.2, 0.1, 1.0),))
+    f = second_pass_result(first, out, offset=1.5, end_limit=3.0)
+    assert f.text == "AN ILL DISPOSED MAN" and f.display == "An ill-disposed man."
+    assert [(w.text, w.start, w.end) for w in f.words] == [
+        ("AN", 1.5, 1.7), ("ILL", 1.7, 2.0), ("DISPOSED", 2.0, 2.3), ("MAN", 2.3, 2.5)]
+    assert [(w.text, w.start, w.end) for w in f.display_words] == [
+        ("An", 1.5, 1.7), ("ill-disposed", 1.7, 2.3), ("man.", 2.3, 2.5)]
+    assert f.timestamps == (0.5, 0.7, 1.0, 1.3) and f.first_pass is first

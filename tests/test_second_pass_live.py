@@ -166,3 +166,27 @@ def test_server_vosk_config_key(server, phrases):
 
     replies, code, reason = run(bad_config())
     assert (code, reason) == (1008, "config second_pass must be a boolean, got 'yes'"), replies
+
+
+def test_mic_with_the_second_pass(tmp_path):
+    """``streamdec mic`` with the second pass on (a config with its deadline out of reach):
+    a phrase played into a PulseAudio null sink (bench/captions/null_sink.py) ends in the
+    second pass's final, the first pass's beside it."""
+    from bench.captions.null_sink import NullSink, caption_playback
+
+    config = tmp_path / "patient.toml"
+    config.write_text(PATIENT)
+    with NullSink(tmp_path / "pulse") as sink:
+        speech, rate = real_dev_set(["alsa/Front_Left"])[0].samples, 48000
+        played = tmp_path / "front-left.wav"
+        import soundfile as sf
+
+        sf.write(str(played), soxr.resample(speech, rate, sink.rate), sink.rate,
+                 subtype="PCM_16")
+        run_ = caption_playback(sink, [played], ["--config", str(config), "--format", "jsonl",
+                                                 "--text-format", "raw"], tail=4.0)
+    assert run_.returncode == 0, run_.stderr_text
+    finals = [json.loads(line) for _, line in run_.lines if '"type": "final"' in line]
+    spoken = [f for f in finals if f["text"]]
+    assert [(f["text"], f["second_pass"]) for f in spoken] == [("FRONT LEFT", DONE)]
+    assert spoken[0]["first_pass"]["text"]

@@ -39,8 +39,8 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("recognizer", "The defaults below are the built-in settings; "
                              "--config replaces them and the options override both.")
     g.add_argument("--config", metavar="CONFIG", help="TOML config file, or a name in configs/ "
-                   "(default, telephony, low-latency, accurate) (default: none, the built-in "
-                   "settings)")
+                   "(default, telephony, low-latency, accurate, two-pass) (default: none, the "
+                   "built-in settings)")
     g.add_argument("--model", metavar="MODEL", help="model directory, or the name of a model "
                    "downloaded by 'streamdec models get NAME' (default: the built-in model)")
     g.add_argument("--backend", choices=("onnx", "torch"),

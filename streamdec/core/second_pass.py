@@ -15,7 +15,8 @@ What a second-pass final carries (``Result``):
   ``""`` where no second pass is configured or the first pass heard nothing;
 - ``first_pass``: the first pass's final, whole, beside it;
 - ``text``/``words``: Whisper's words in the first pass's raw style (upper case, no
-  punctuation but apostrophes), so that every consumer of raw text sees one style;
+  punctuation but apostrophes; a hyphenated word is several, its time shared out evenly),
+  so that every consumer of raw text sees one style;
   ``display``/``display_words``: Whisper's own text and words as it wrote them (its casing
   and punctuation kept, not re-made: the formatter leaves a final with ``display`` alone);
 - word times: Whisper's own (its cross-attention alignment), placed on the stream's clock
@@ -159,9 +160,11 @@ _WORD = re.compile(r"[^\w']+")
 
 
 def raw_style(text: str) -> str:
-    """A word as the first pass writes it: upper case, no punctuation but apostrophes
-    (``"Hello,"`` -> ``"HELLO"``; ``"don't"`` -> ``"DON'T"``; ``"..."`` -> ``""``)."""
-    return _WORD.sub("", text).strip("'").upper()
+    """A word as the first pass writes it: upper case, no punctuation but apostrophes,
+    other punctuation inside a word a boundary (``"Hello,"`` -> ``"HELLO"``; ``"don't"``
+    -> ``"DON'T"``; ``"ill-disposed"`` -> ``"ILL DISPOSED"``; ``"..."`` -> ``""``)."""
+    return " ".join(p.strip("'").upper() for p in _WORD.sub(" ", text).split()
+                    if p.strip("'"))
 
 
 def _repeats(words: list[str], longest: int = 4) -> int:
@@ -252,8 +255,10 @@ def second_pass_result(final: Result, out: "OfflineTranscript", offset: float,
         start = round(min(offset + w.start, end_limit), 3)
         end = round(min(max(offset + w.end, start), end_limit), 3)
         shown.append(Word(w.text, start, end, w.prob))
-        if raw_style(w.text):
-            raw.append(Word(raw_style(w.text), start, end, w.prob))
+        parts = raw_style(w.text).split()  # a word of several (ill-disposed) shares its time
+        for k, part in enumerate(parts):
+            raw.append(Word(part, round(start + (end - start) * k / len(parts), 3),
+                            round(start + (end - start) * (k + 1) / len(parts), 3), w.prob))
     log_probs = tuple(round(math.log(max(w.conf, 1e-6)), 6) for w in raw)
     return replace(
         final, text=" ".join(w.text for w in raw), tokens=tuple(w.text for w in raw),
