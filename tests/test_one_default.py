@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import soxr
 from server_utils import UNIT, ServerProcess, run, sherpa_client, sherpa_text, vosk_client
 from streamdec import Recognizer, RecognizerConfig
 from streamdec.audio.vad import VadConfig
-from streamdec.cli.main import build_parser
+from streamdec.cli.main import build_parser, main
 from streamdec.cli.options import DEFAULT_SEARCH_TEXT
 from streamdec.search.config import WORDS_SEARCH
 from streamdec.textfmt import default_formatter
@@ -85,11 +84,9 @@ def server():
     assert s.stop() == 0
 
 
-def test_transcribe_gives_the_api_text(expected):
-    out = subprocess.run([sys.executable, "-m", "streamdec", "transcribe", str(WAV)], cwd=REPO,
-                         capture_output=True, text=True, timeout=120 * UNIT)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == expected
+def test_transcribe_gives_the_api_text(expected, capsys):
+    assert main(["transcribe", str(WAV)]) == 0
+    assert capsys.readouterr().out.strip() == expected
 
 
 def test_sherpa_and_vosk_protocols_give_the_api_text(server, pcm16, expected):
@@ -145,7 +142,7 @@ def audiofork_replay_args(**kw) -> argparse.Namespace:
 
 
 @pytest.mark.slow
-def test_mic_gives_the_api_text_of_what_it_captured(rec, tmp_path):
+def test_mic_gives_the_api_text_of_what_it_captured(rec, tmp_path, capsys):
     """The recording played into a null sink at the sink's rate; ``streamdec mic`` with no
     search option; its finals equal the API's on the samples it saved, and ``transcribe``'s
     of the saved file."""
@@ -163,10 +160,9 @@ def test_mic_gives_the_api_text_of_what_it_captured(rec, tmp_path):
     captured, cap_rate = sf.read(str(tmp_path / "cap.wav"), dtype="float32")
     want = " ".join(r.text for r in api_finals(rec, captured, cap_rate))
     assert want and got == want
-    cli = subprocess.run([sys.executable, "-m", "streamdec", "transcribe",
-                          str(tmp_path / "cap.wav")], cwd=REPO, capture_output=True,
-                         text=True, timeout=120 * UNIT)
-    assert cli.returncode == 0 and cli.stdout.strip() == want, cli.stderr
+    capsys.readouterr()
+    assert main(["transcribe", str(tmp_path / "cap.wav")]) == 0
+    assert capsys.readouterr().out.strip() == want
 
 
 @pytest.mark.parametrize("command", ["transcribe", "mic", "serve"])

@@ -677,17 +677,19 @@ async def settle(pid: int, baseline: int, seconds: float) -> tuple[int, float]:
 def measure(args) -> dict:
     from bench.common.devset import dev_set
     from streamdec import Recognizer, RecognizerConfig
+    from streamdec.search.config import with_method
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the subscribers' sockets
     need = args.subscribers + 60 * len(KINDS) + args.healthy + 1024
     if soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
     utts = [u.samples.astype(np.float32) for u in dev_set("espeak", args.utterances)]
-    rec = Recognizer(RecognizerConfig())
+    # the server's search and the healthy finals' reference search: the same (--search)
+    rec = Recognizer(RecognizerConfig(search=with_method(RecognizerConfig().search, args.search)))
     pacing = Pacing(0.0, int(args.chunk_ms * RATE / 1000), rec.meta, rec.config.features)
     programs = build_programs(utts, args.gap, args.seconds, args.healthy)
     port, audiosocket_port = free_port(), free_port()
-    server_args = ["--audiosocket-port", str(audiosocket_port),
+    server_args = ["--search", args.search, "--audiosocket-port", str(audiosocket_port),
                    "--idle-timeout", str(args.idle_timeout),
                    "--max-upload-bytes", str(args.max_upload_bytes),
                    "--max-connections", str(args.subscribers + 100 * len(KINDS)
@@ -807,6 +809,8 @@ def main() -> int:
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--out", type=Path, required=True, help="JSON report")
     p.add_argument("--healthy", type=int, default=50, help="healthy real-time clients")
+    p.add_argument("--search", default="greedy", help="the server's search (default greedy, "
+                   "the cheap one: what is measured is the hostile clients' effect)")
     p.add_argument("--seconds", type=float, default=60.0, help="audio per healthy client")
     p.add_argument("--per-kind", type=int, default=40, help="hostile connections per kind")
     p.add_argument("--subscribers", type=int, default=2000,

@@ -52,7 +52,8 @@ def add_parser(sub) -> None:
     add_text_format_option(p, "full")
     p.add_argument("--save", metavar="PREFIX",
                    help="also write the captured audio to PREFIX.wav (16-bit, the capture "
-                        "rate) and what was said to PREFIX.srt (times in that audio) (default: none)")
+                        "rate) and what was said to PREFIX.srt (times in that audio) "
+                        "(default: none)")
     add_recognizer_options(p)
     p.set_defaults(run=run)
 

@@ -63,26 +63,32 @@ def add_recognizer_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--beam", type=int, metavar="N",
                    help=f"beam size / max active paths (default: {WORDS_SEARCH.beam} with "
                    f"words, else {SearchConfig.beam})")
-    g.add_argument("--blank-penalty", type=float, metavar="X", help="subtracted from the blank logit "
+    g.add_argument("--blank-penalty", type=float, metavar="X",
+                   help="subtracted from the blank logit "
                    f"(default: {SearchConfig.blank_penalty:g})")
     beams = ", ".join(BEAM_SEARCHES)
-    g.add_argument("--hotwords-file", metavar="FILE", help="one phrase per line, optional ':score'; hotwords "
+    g.add_argument("--hotwords-file", metavar="FILE",
+                   help="one phrase per line, optional ':score'; hotwords "
                    f"need a beam search (--search {beams}), not greedy (default: none)")
-    g.add_argument("--hotwords-score", type=float, metavar="X", help="default bonus per hotword token "
+    g.add_argument("--hotwords-score", type=float, metavar="X",
+                   help="default bonus per hotword token "
                    f"(default: {SearchConfig.hotwords_score:g})")
     g.add_argument("--lang", metavar="DIR", help="words: a lang directory (lexicon or "
                    "words.txt, and G.arpa) that constrains a beam search to its words; "
                    f"without --search, the {WORDS_SEARCH.method} words search with it "
                    "(default: the model directory's lang/, where it has one)")
-    g.add_argument("--word-lm-scale", type=float, metavar="X", help="weight of the word n-gram (--lang) "
+    g.add_argument("--word-lm-scale", type=float, metavar="X",
+                   help="weight of the word n-gram (--lang) "
                    f"(default: {SearchConfig.word_lm_scale:g})")
-    g.add_argument("--word-bonus", type=float, metavar="X", help="added per word (--lang) "
+    g.add_argument("--word-bonus", type=float, metavar="X",
+                   help="added per word (--lang) "
                    f"(default: {SearchConfig.word_bonus:g})")
     g.add_argument("--allow-oov", action="store_true", default=None,
                    help="let words outside the lexicon through, each paying --unk-penalty "
                    f"(default: {'on' if WORDS_SEARCH.allow_oov else 'off'} with the model's "
                    f"words, else {'on' if SearchConfig.allow_oov else 'off'})")
-    g.add_argument("--unk-penalty", type=float, metavar="X", help="cost of an unknown word (--allow-oov) "
+    g.add_argument("--unk-penalty", type=float, metavar="X",
+                   help="cost of an unknown word (--allow-oov) "
                    f"(default: {SearchConfig.unk_penalty:g})")
     g.add_argument("--lm", metavar="FILE", help="neural unit LM (ONNX) for shallow fusion "
                    "(default: none)")

@@ -236,10 +236,11 @@ class ServerContext:
             self.metrics.refresh()
 
     def health(self) -> dict:
-        """What ``/health`` answers (``status``, the package's ``version``, ...): for the whole server (every worker's connections and
-        streams when it has several, with ``workers`` and the answering ``worker``, and
-        ``call_links``: the other workers its call hub is linked to now, and those it is
-        not: a worker restarting, or one that stopped reading)."""
+        """What ``/health`` answers (``status``, the package's ``version``, ...): for the
+        whole server (every worker's connections and streams when it has several, with
+        ``workers`` and the answering ``worker``, and ``call_links``: the other workers its
+        call hub is linked to now, and those it is not: a worker restarting, or one that
+        stopped reading)."""
         if self.share is None:
             health = {"status": "ok", "version": __version__,
                       "active_streams": self.engine.active_streams,
