@@ -143,11 +143,12 @@ def test_a_failed_row_waits_its_back_off_then_dies_and_is_replayed(config):
 
 
 class Receiver:
-    """A webhook receiver on loopback: answers 503 to its first ``fail`` requests (all of
-    them while ``down``), else 200; keeps (time, header key, body) of every request and the
-    first body of each acknowledged key (its deduplication)."""
+    """A webhook receiver on loopback (``port`` 0: a free one): answers 503 to its first
+    ``fail`` requests (all of them while ``down``), else 200; keeps (time, header key,
+    body) of every request and the first body of each acknowledged key (its
+    deduplication)."""
 
-    def __init__(self, fail: int = 0) -> None:
+    def __init__(self, fail: int = 0, port: int = 0) -> None:
         self.fail = fail
         self.down = False
         self.requests: list[tuple[float, str, dict]] = []
@@ -171,7 +172,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/finals"
 

@@ -21,8 +21,8 @@ Tables (version 1):
 
 Version 2 adds ``outbox``: one row per final to deliver (the webhook), written in the
 same transaction as its final; ``delivery_id`` is the final's key
-(``record_id:channel:segment``; ``record_id`` its session), ``idem_key`` what the receiver deduplicates on
-(``call id/leg/segment``), ``call_id`` the order group (``seq`` orders a call's rows),
+(``record_id:channel:segment``; ``record_id`` its session), ``idem_key`` what the
+receiver deduplicates on (``call id/leg/segment``), ``call_id`` the order group (``seq`` orders a call's rows),
 ``status`` ``pending`` / ``delivered`` / ``dead``, ``attempts`` and ``next_at`` the
 back-off, ``since`` when the row's retention started (its creation, or its last replay),
 ``lease_owner`` / ``lease_until`` the deliverer holding it (expired: free again).

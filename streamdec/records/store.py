@@ -551,7 +551,8 @@ def _record(row) -> SessionRecord:
 def _delivery(row) -> Delivery:
     return Delivery(delivery_id=row[0], idem_key=row[1], call_id=row[2], seq=int(row[3]),
                     body=row[4], status=row[5], attempts=int(row[6]), next_at=row[7],
-                    since=row[8], created_at=row[9], delivered_at=row[10], last_error=row[11], record_id=row[12])
+                    since=row[8], created_at=row[9], delivered_at=row[10], last_error=row[11],
+                    record_id=row[12])
 
 
 def _cursor(text: str) -> tuple[float, str]:
