@@ -9,7 +9,8 @@ loopback (``test_records_outbox.Receiver``), driven by Twilio calls (the replay 
 - ``GET /deliveries`` lists them delivered (a read-only token may), 400 for a bad status,
   401 without a token; a call whose two finals find the receiver down past the retention:
   both dead, listed as dead, counted in ``/metrics``; a replay with a read-only token is
-  refused (403), with a full token they are delivered, in order (then 404: not dead).
+  refused (403), with a full token they are delivered, in order (then 404: not dead);
+  ``/health`` and ``/metrics`` count the rows by status.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def test_finals_reach_a_receiver_down_across_a_restart_once_per_key_in_order(
             d["key"] for d in dead]  # replayed in order
         assert fetch(second, paths[0], FULL, "POST")[0] == 404
         wait_until(lambda: outbox_metrics(second).get("rows_delivered") == 8.0, 15)
+        health = json.loads(get(second.http("/health"))[1])["outbox"]
+        assert health == {"status": "ok", "pending": 0, "delivered": 8, "dead": 0}
     finally:
         receiver.close()
         assert second.stop() == 0

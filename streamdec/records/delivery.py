@@ -5,6 +5,7 @@
     deliverer.start()           # on the running loop: its own store connection and threads
     deliverer.wake()            # new rows were committed (``Recorder.on_delivery``)
     deliverer.counts            # delivered, retried, dead (this process); rows by status
+    deliverer.health()          # for /health: ok or the store's error, rows by status
     await deliverer.close()     # what it holds goes back when its lease expires
 
 Each final to deliver is an outbox row written with its final (``Store.add_finals``).
@@ -111,6 +112,14 @@ class Deliverer:
             await asyncio.get_running_loop().run_in_executor(self._db, self._store.close)
         self._db.shutdown(wait=False)
         self._posts.shutdown(wait=False)
+
+    def health(self) -> dict:
+        """For ``/health``: ``status`` ``ok`` or ``error`` (the store's message, while its
+        reads fail) and the outbox's rows by status (sampled)."""
+        out = {"status": "ok" if self.error is None else "error", **self.rows}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
     def _count(self, outcome: str, n: int = 1) -> None:
         self.counts[outcome] += n

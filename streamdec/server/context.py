@@ -267,6 +267,8 @@ class ServerContext:
                       "connections": self.access.open}
             if self.records is not None:
                 health["store"] = self.records.health()
+            if self.deliverer is not None:
+                health["outbox"] = self.deliverer.health()
             return health
         self._share_streams()
         health = {"status": "ok", "version": __version__,
@@ -277,4 +279,6 @@ class ServerContext:
             health["call_links"] = self._relay.state()
         if self.records is not None:
             health["store"] = self.records.health()
+            if self.deliverer is not None:
+                health["outbox"] = self.deliverer.health()
         return health
