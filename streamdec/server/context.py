@@ -68,12 +68,11 @@ class ServerContext:
         self.metrics = metrics
         self.access = access
         self.connections: set[Connection] = set()
-        self.calls = CallHub(config, metrics)  # telephony calls' subscribers and webhook
-        # the webhook as the store's outbox (store on and a webhook): the hub's in-memory
-        # queue is then not used
+        # the webhook as the store's outbox (store on and a webhook), else the hub's queue
+        outbox = records is not None and bool(config.webhook_url)
+        self.calls = CallHub(config, metrics, webhook=not outbox)  # subscribers, webhook
         self.deliverer: Deliverer | None = None
-        if records is not None and config.webhook_url:
-            self.calls.webhook = None
+        if outbox:
             self.deliverer = Deliverer(records.config, DeliveryConfig(
                 config.webhook_url, timeout=config.webhook_timeout_seconds,
                 backoff=config.webhook_backoff_seconds,
