@@ -14,6 +14,8 @@ test on loopback. Every case runs on both, listed explicitly:
   each key once after the receiver's deduplication, in order per call, with the
   ``Idempotency-Key`` header equal to the body's key; attempts of one row are spaced by
   the doubling back-off; the counts are exact;
+- two deliverers (two processes' owners) on one outbox: each row posted once, in order
+  per call, both taking part;
 - the deliverer against a receiver that never acknowledges, with a short retention: every
   row ends dead (counted), and replayed after the receiver recovers, is delivered.
 """
@@ -144,12 +146,14 @@ def test_a_failed_row_waits_its_back_off_then_dies_and_is_replayed(config):
 
 class Receiver:
     """A webhook receiver on loopback (``port`` 0: a free one): answers 503 to its first
-    ``fail`` requests (all of them while ``down``), else 200; keeps (time, header key,
+    ``fail`` requests (all of them while ``down``), else 200, ``delay`` seconds after each
+    request came; keeps (time, header key,
     body) of every request and the first body of each acknowledged key (its
     deduplication)."""
 
-    def __init__(self, fail: int = 0, port: int = 0) -> None:
+    def __init__(self, fail: int = 0, port: int = 0, delay: float = 0.0) -> None:
         self.fail = fail
+        self.delay = delay
         self.down = False
         self.requests: list[tuple[float, str, dict]] = []
         self.kept: dict[str, dict] = {}
@@ -161,6 +165,7 @@ class Receiver:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 key = self.headers[IDEMPOTENCY_HEADER]
                 receiver.requests.append((time.monotonic(), key, body))
+                time.sleep(receiver.delay)
                 ok = not receiver.down and len(receiver.requests) > receiver.fail
                 if ok and key not in receiver.kept:
                     receiver.kept[key] = body
@@ -264,6 +269,39 @@ def test_rows_past_their_retention_are_dead_and_a_replay_delivers_them(config):
         receiver.close()
     assert sorted(receiver.order) == ["CA1/inbound/0", "CA1/inbound/1", "CA2/inbound/0"]
     assert receiver.order.index("CA1/inbound/0") < receiver.order.index("CA1/inbound/1")
+
+
+def test_two_deliverers_on_one_store_post_each_row_once_in_order(config):
+    """Two processes' deliverers (``--workers 2``) on one outbox: the leases let one post
+    each row; with a receiver that acknowledges at once, no key is posted twice."""
+    store = Store.open(config)
+    calls = {f"CA{n}": 5 for n in range(6)}
+    fill(store, calls)
+    store.close()
+    receiver = Receiver(delay=0.05)  # one deliverer alone would take 0.5 s at least
+    settings = DeliveryConfig(receiver.url, poll=0.02, parallel=3)
+    deliverers = [Deliverer(config, settings), Deliverer(config, settings)]
+    deliverers[1].owner += ":second"  # two processes: two owners
+
+    async def go():
+        for d in deliverers:
+            d.start()
+        try:
+            await until(lambda: sum(d.counts["delivered"] for d in deliverers) == 30)
+        finally:
+            for d in deliverers:
+                await d.close()
+
+    try:
+        asyncio.run(go())
+    finally:
+        receiver.close()
+    assert len(receiver.requests) == 30  # each row posted once
+    assert sum(d.counts["delivered"] for d in deliverers) == 30
+    assert all(d.counts["delivered"] > 0 for d in deliverers), [d.counts for d in deliverers]
+    for call_id, n in calls.items():
+        assert [k for k in receiver.order if k.startswith(call_id + "/")] == \
+               [f"{call_id}/inbound/{s}" for s in range(n)]
 
 
 @pytest.mark.parametrize("field, value", [("timeout", 0.0), ("backoff", -1.0),
