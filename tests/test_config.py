@@ -23,7 +23,7 @@ def _setting(app, table: str, key: str):
     return getattr(getattr(app, table), key)
 
 
-@pytest.mark.parametrize("name, keys", [("accurate", 8), ("default", 51), ("low-latency", 5),
+@pytest.mark.parametrize("name, keys", [("accurate", 8), ("default", 52), ("low-latency", 5),
                                         ("telephony", 5), ("two-pass", 16)])
 def test_shipped_configs_set_what_they_write(name, keys):
     """Every key of each built-in file lands in the loaded config with the file's value

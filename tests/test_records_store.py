@@ -74,7 +74,7 @@ def final(record_id="r1", segment=0, channel=0, text="my card", start=0.5):
 
 def test_a_new_store_is_migrated_and_keeps_its_rows_when_opened_again(config):
     store = Store.open(config)
-    assert store.version() == VERSION == 1
+    assert store.version() == VERSION == 2
     store.begin(session())
     store.close()
     again = Store.open(config)

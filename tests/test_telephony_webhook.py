@@ -1,7 +1,8 @@
-"""The webhook of a real ``streamdec serve`` under a failing and a slow consumer (a local
-HTTP server that answers 500, or sleeps before answering): calls are decoded at full speed
-meanwhile, the finals are delivered once the webhook recovers, and a full queue drops
-finals, counted in ``/metrics`` and logged."""
+"""The webhook of a real ``streamdec serve`` with the transcript store off (its in-memory
+queue; with the store on it is the store's outbox: ``test_records_outbox``) under a failing
+and a slow consumer (a local HTTP server that answers 500, or sleeps before answering):
+calls are decoded at full speed meanwhile, the finals are delivered once the webhook
+recovers, and a full queue drops finals, counted in ``/metrics`` and logged."""
 
 from __future__ import annotations
 
@@ -77,11 +78,10 @@ def hook():
 
 @pytest.fixture(scope="module")
 def server(hook):
-    s = ServerProcess(env={"STREAMDEC_WEBHOOK_URL": hook.url,
-                           "STREAMDEC_WEBHOOK_QUEUE": str(QUEUE),
-                           "STREAMDEC_WEBHOOK_BACKOFF_SECONDS": "0.1",
-                           "STREAMDEC_WEBHOOK_MAX_ATTEMPTS": "1000",
-                           "STREAMDEC_WEBHOOK_TIMEOUT_SECONDS": "10"})
+    s = ServerProcess("--store", "off", env={
+        "STREAMDEC_WEBHOOK_URL": hook.url, "STREAMDEC_WEBHOOK_QUEUE": str(QUEUE),
+        "STREAMDEC_WEBHOOK_BACKOFF_SECONDS": "0.1", "STREAMDEC_WEBHOOK_MAX_ATTEMPTS": "1000",
+        "STREAMDEC_WEBHOOK_TIMEOUT_SECONDS": "10"})
     yield s
     assert s.stop() == 0
 

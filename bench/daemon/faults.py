@@ -8,7 +8,13 @@ final back to the caller), while something breaks:
 - ``postgres-restart``: the store on a real PostgreSQL server (``tests/postgres_utils``),
   restarted (``pg_ctl restart``) mid-call;
 - ``disk-full``: the SQLite store on a 4 MB tmpfs, filled up mid-call (needs root, for the
-  mount), then freed.
+  mount), then freed;
+- ``webhook-down``: the webhook's receiver (a local HTTP server that keeps the first body
+  of each ``Idempotency-Key``) down, its port closed, from the start for
+  ``--webhook-down`` seconds, and the server SIGKILLed mid-call and started again on the
+  same store meanwhile: every stored final must reach the receiver, each key once after
+  its deduplication (``delivered``; ``duplicates``: posts of a key already kept), in
+  order per call (``out_of_order``), none missing (``undelivered``).
 
 For each: finals the clients received (``received``), stored, stored twice
 (``duplicated``: the store's key makes it impossible, the report checks), received but not
@@ -43,6 +49,7 @@ sys.path.insert(0, str(REPO))
 
 from postgres_utils import PostgresServer  # noqa: E402
 from server_utils import ServerProcess  # noqa: E402
+from test_records_outbox import Receiver  # noqa: E402
 
 TOKEN = "faults-token"
 SENTENCES = ("please call me back tomorrow morning", "my account number is four five six",
@@ -287,8 +294,56 @@ def scenario_disk_full(args, audio, folder: Path) -> dict:
         subprocess.run(["umount", str(mount)], check=False)
 
 
+def scenario_webhook_down(args, audio, folder: Path) -> dict:
+    store = f"sqlite:///{folder}/webhook.sqlite3"
+    ids = [f"hook-{n}" for n in range(args.calls)]
+    receiver = Receiver()
+    port, url = receiver.httpd.server_address[1], receiver.url
+    receiver.close()  # down from the start
+    down_since = time.monotonic()
+    env = {**ENV, "STREAMDEC_WEBHOOK_URL": url}
+    server = ServerProcess("--token-file", str(folder / "tokens"), "--store", store, env=env)
+
+    async def fault():
+        server.proc.send_signal(signal.SIGKILL)
+        return {"killed": "server", "pid": server.proc.pid,
+                "receiver_down_seconds": args.webhook_down}
+
+    heard, _, info = asyncio.run(run_calls(server, ids, audio, fault, args.fault_after))
+    server.proc.wait()
+    again = ServerProcess("--token-file", str(folder / "tokens"), "--store", store, env=env)
+    try:
+        wait_settled(again, ids)
+        time.sleep(max(0.0, down_since + args.webhook_down - time.monotonic()))
+        receiver = Receiver(port=port)
+        result = {**info, **tally(again, ids, heard)}
+        want = {}  # key -> the stored final's segment, for every call
+        for call_id in ids:
+            for f in fetch(again, f"/calls/{call_id}/transcript").get("finals", []):
+                want[f"{call_id}/{f['leg']}/{f['segment']}"] = f["segment"]
+        back = time.monotonic()
+        while set(want) - set(receiver.kept) and time.monotonic() - back < 300:
+            time.sleep(0.2)
+        result["delivery_seconds_after_receiver_back"] = round(time.monotonic() - back, 1)
+        out_of_order = 0
+        for call_id in ids:
+            segments = [want[k] for k in receiver.order if k.startswith(call_id + "/")]
+            out_of_order += sum(a > b for a, b in zip(segments, segments[1:]))
+        posts = len(receiver.requests)
+        result.update(delivered=len(set(want) & set(receiver.kept)),
+                      duplicates=sum(1 for _, k, _ in receiver.requests if k in receiver.kept)
+                      - len(receiver.kept), posts=posts, out_of_order=out_of_order,
+                      undelivered=len(set(want) - set(receiver.kept)),
+                      unknown_keys=len(set(receiver.kept) - set(want)))
+        return result
+    finally:
+        receiver.close()
+        again.stop()
+
+
 SCENARIOS = {"kill": scenario_kill, "kill-worker": scenario_kill_worker,
-             "postgres-restart": scenario_postgres, "disk-full": scenario_disk_full}
+             "postgres-restart": scenario_postgres, "disk-full": scenario_disk_full,
+             "webhook-down": scenario_webhook_down}
 ENV = {"STREAMDEC_CALL_TEXT_FORMAT": "raw"}
 
 
@@ -298,6 +353,8 @@ def main() -> int:
     p.add_argument("--fault-after", type=float, default=10.0,
                    help="seconds into the calls (and after each has had a final)")
     p.add_argument("--full-seconds", type=float, default=5.0)
+    p.add_argument("--webhook-down", type=float, default=120.0,
+                   help="seconds the webhook's receiver is down (webhook-down)")
     p.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     p.add_argument("--out", default=str(REPO / "bench/results/2026-12-07-faults"))
     args = p.parse_args()
@@ -315,11 +372,17 @@ def main() -> int:
             began = time.monotonic()
             result = SCENARIOS[name](args, audio, folder)
             result["seconds"] = round(time.monotonic() - began, 1)
+            result["date"] = report["date"]
             report["scenarios"][name] = result
             (out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
             print(name, json.dumps({k: v for k, v in result.items() if k != "lost_finals"}),
                   flush=True)
-    (out / "faults.json").write_text(json.dumps(report, indent=1) + "\n")
+    previous = out / "faults.json"
+    if args.only and previous.exists():  # the other scenarios' results are kept
+        kept = json.loads(previous.read_text())
+        kept["scenarios"].update(report["scenarios"])
+        report = {**kept, "scenarios": kept["scenarios"]}
+    previous.write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 

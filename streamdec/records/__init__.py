@@ -10,6 +10,8 @@ module          what
 ``store``       ``Store``: blocking reads and writes over SQLite or PostgreSQL (psycopg 3)
 ``recorder``    ``Recorder``: the store for the event loop: one thread, group commit, writes
                 kept and retried while the database fails
+``delivery``    ``Deliverer``: the outbox posted to the webhook, at least once, in order per
+                call, leased across processes, retried until a retention, then dead letters
 ``transcript``  a stored transcript as JSON, text, SRT or WebVTT (pure)
 ==============  ==============================================================================
 """

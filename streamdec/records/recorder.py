@@ -6,6 +6,7 @@ one transaction (group commit: at 200 streams a commit carries many finals).
     recorder.start()                             # on the loop: cuts orphans, the purge timer
     recorder.begin(SessionRecord(...))           # queued, never waits
     stored = await recorder.final(FinalRecord(...))   # True once committed
+    await recorder.final(final, Delivery(...))   # with its outbox row, in the same commit
     recorder.end(record_id, "ended", reason)     # queued, never waits
     page = await recorder.read(Store.listing, query)  # any reading call, off the loop
     await recorder.close()                       # what is queued is written first
@@ -32,7 +33,7 @@ from typing import Any, Callable
 
 from ..errors import StoreError
 from .config import StoreConfig
-from .store import FinalRecord, SessionRecord, Store, process_owner
+from .store import Delivery, FinalRecord, SessionRecord, Store, process_owner
 
 __all__ = ["Recorder", "RETRY_SECONDS", "MAX_BACKLOG", "PURGE_SECONDS"]
 
@@ -57,6 +58,8 @@ class Recorder:
         self._purger: asyncio.Task | None = None
         self.error: str | None = None  # the last write's failure, while it lasts
         self.counts = collections.Counter()  # finals stored, commits, failures, dropped
+        # called (loop thread) after outbox rows were committed: wakes the deliverer
+        self.on_delivery: Callable[[], None] | None = None
 
     @classmethod
     def open(cls, config: StoreConfig) -> "Recorder":
@@ -119,14 +122,16 @@ class Recorder:
         """Queue a session's end (never waits)."""
         self._push("end", (record_id, status, reason, time.time()), None)
 
-    async def final(self, final: FinalRecord) -> bool:
-        """Store one final: True once committed; False at once while the store fails (the
-        final stays queued and is written when the store is back)."""
+    async def final(self, final: FinalRecord, delivery: Delivery | None = None) -> bool:
+        """Store one final (and its outbox row, in the same transaction): True once
+        committed; False at once while the store fails (the final stays queued and is
+        written when the store is back)."""
+        payload = (final, delivery)
         if self.error is not None:
-            self._push("final", final, None)
+            self._push("final", payload, None)
             return False
         future = asyncio.get_running_loop().create_future()
-        if not self._push("final", final, future):
+        if not self._push("final", payload, future):
             return False
         return await future
 
@@ -172,6 +177,9 @@ class Recorder:
                                         "written": len(batch)}))
                 self.error = None
             self.counts["commits"] += 1
+            if self.on_delivery is not None and any(
+                    kind == "final" and payload[1] is not None for kind, payload, _ in batch):
+                self.on_delivery()
             for kind, _, future in batch:
                 if kind == "final":
                     self.counts["finals"] += 1
@@ -182,13 +190,16 @@ class Recorder:
         """The store's thread: the writes of ``batch`` in order, finals grouped into one
         transaction between the records' begins and ends around them."""
         finals: list[FinalRecord] = []
+        deliveries: list[Delivery] = []
         for kind, payload, _ in batch:
             if kind == "final":
-                finals.append(payload)
+                finals.append(payload[0])
+                if payload[1] is not None:
+                    deliveries.append(payload[1])
                 continue
             if finals:
-                self.store.add_finals(finals)
-                finals = []
+                self.store.add_finals(finals, deliveries)
+                finals, deliveries = [], []
             if kind == "begin":
                 self.store.begin(payload)
             elif kind == "end":
@@ -198,7 +209,7 @@ class Recorder:
                 if cut:
                     log.warning(json.dumps({"event": "store_cut", "sessions": len(cut)}))
         if finals:
-            self.store.add_finals(finals)
+            self.store.add_finals(finals, deliveries)
 
     async def _purge_loop(self) -> None:
         loop = asyncio.get_running_loop()

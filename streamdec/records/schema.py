@@ -18,6 +18,14 @@ Tables (version 1):
   (seconds from the session's start) and confidences (JSON);
 - ``deletions``: what was deleted, when and why (by id, or by the retention purge);
 - ``schema_version``: the version the tables are at.
+
+Version 2 adds ``outbox``: one row per final to deliver (the webhook), written in the
+same transaction as its final; ``delivery_id`` is the final's key
+(``record_id:channel:segment``; ``record_id`` its session), ``idem_key`` what the
+receiver deduplicates on (``call id/leg/segment``), ``call_id`` the order group (``seq`` orders a call's rows),
+``status`` ``pending`` / ``delivered`` / ``dead``, ``attempts`` and ``next_at`` the
+back-off, ``since`` when the row's retention started (its creation, or its last replay),
+``lease_owner`` / ``lease_until`` the deliverer holding it (expired: free again).
 """
 
 from __future__ import annotations
@@ -62,6 +70,27 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             records INTEGER NOT NULL,
             finals INTEGER NOT NULL,
             reason TEXT NOT NULL)""",
+    )),
+    (2, (
+        """CREATE TABLE outbox (
+            delivery_id TEXT PRIMARY KEY,
+            record_id TEXT NOT NULL,
+            idem_key TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            body TEXT NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            next_at DOUBLE PRECISION NOT NULL,
+            since DOUBLE PRECISION NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            delivered_at DOUBLE PRECISION,
+            last_error TEXT,
+            lease_owner TEXT,
+            lease_until DOUBLE PRECISION)""",
+        "CREATE INDEX outbox_due ON outbox (status, next_at)",
+        "CREATE INDEX outbox_call ON outbox (call_id, status, seq)",
+        "CREATE INDEX outbox_record ON outbox (record_id)",
     )),
 )
 

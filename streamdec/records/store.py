@@ -8,6 +8,10 @@ one thread of their own, ``recorder.Recorder`` does).
     store.sessions("call", call_id); store.finals([record_id], from_segment=0)
     store.listing(Query(...))                  # a page of sessions and the next page's cursor
     store.delete("call", call_id, reason)      # erasure, logged in ``deletions``
+    store.add_finals(finals, [Delivery(...)])  # finals and their outbox rows, one transaction
+    store.claim(owner, now, lease, limit)      # due outbox rows, the first of each call
+    store.delivered(id, owner) / store.failed(id, owner, error, next_at, dead)
+    store.deliveries("dead") / store.replay(id) / store.outbox_counts()
 
 SQLite runs in WAL mode with ``synchronous=FULL`` (a committed final survives a crash of the
 process and of the machine), so that every ``--workers`` process can write the same file;
@@ -34,13 +38,16 @@ from ..errors import StoreError
 from .config import StoreConfig
 from .schema import MIGRATIONS, VERSION
 
-__all__ = ["Store", "SessionRecord", "FinalRecord", "Query", "STATUSES", "KINDS",
-           "process_owner", "owner_alive"]
+__all__ = ["Store", "SessionRecord", "FinalRecord", "Query", "Delivery", "STATUSES", "KINDS",
+           "DELIVERY_STATUSES", "process_owner", "owner_alive"]
 
 STATUSES = ("running", "ended", "failed", "cut")
 KINDS = ("call", "stream")
 _RECORD_COLUMNS = ("record_id, kind, ref, protocol, status, started_at, ended_at, reason, "
                    "owner, metadata, model, search")
+DELIVERY_STATUSES = ("pending", "delivered", "dead")
+_OUTBOX_COLUMNS = ("delivery_id, idem_key, call_id, seq, body, status, attempts, next_at, "
+                   "since, created_at, delivered_at, last_error, record_id")
 _FINAL_COLUMNS = ("record_id, leg, channel, segment, start_time, end_time, text, display, "
                   "words, display_words, stored_at")
 
@@ -93,6 +100,32 @@ class FinalRecord:
             out.update(display=self.display,
                        display_words=_words_json(self.display_words or ()))
         return out
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One outbox row: a final's message to post (``body``, JSON text) with its key."""
+
+    delivery_id: str  # the final's key: ``record_id:channel:segment``
+    idem_key: str  # what the receiver deduplicates on: ``call_id/leg/segment``
+    call_id: str  # the order group: a call's rows go out one after the other
+    body: str
+    status: str = "pending"
+    attempts: int = 0
+    next_at: float = 0.0
+    since: float = 0.0
+    created_at: float = 0.0
+    delivered_at: float | None = None
+    last_error: str | None = None
+    seq: int = 0
+    record_id: str = ""  # the session of its final (deleted with it)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.delivery_id, "key": self.idem_key, "call_id": self.call_id,
+                "status": self.status, "attempts": self.attempts, "next_at": self.next_at,
+                "since": self.since, "created_at": self.created_at,
+                "delivered_at": self.delivered_at, "last_error": self.last_error,
+                "body": json.loads(self.body)}
 
 
 @dataclass(frozen=True)
@@ -162,6 +195,7 @@ class Store:
         self._connect = connect
         self._conn = None
         self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        self._seq = 0  # the last outbox ``seq`` given (microseconds, strictly rising)
         if backend == "postgresql":
             import psycopg
 
@@ -279,12 +313,21 @@ class Store:
                  json.dumps(record.metadata, ensure_ascii=False, default=str),
                  record.model, record.search))
 
-    def add_finals(self, finals: Sequence[FinalRecord]) -> int:
-        """Write finals in one transaction; how many were new (a final already stored,
-        by its ``(record_id, channel, segment)``, is left as it was)."""
+    def add_finals(self, finals: Sequence[FinalRecord],
+                   deliveries: Sequence[Delivery] = ()) -> int:
+        """Write finals, and the outbox rows of those to deliver, in one transaction; how
+        many finals were new (a final already stored, by its ``(record_id, channel,
+        segment)``, is left as it was; so is a delivery by its id). The deliveries are
+        ordered (``seq``) as given."""
         now = time.time()
         added = 0
         with self._transaction() as run:
+            for d in deliveries:
+                self._seq = max(self._seq + 1, time.time_ns() // 1000)
+                run(f"INSERT INTO outbox ({_OUTBOX_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                    "ON CONFLICT (delivery_id) DO NOTHING",
+                    (d.delivery_id, d.idem_key, d.call_id, self._seq, d.body, "pending", 0,
+                     now, now, now, None, None, d.record_id))
             for f in finals:
                 cur = run(f"INSERT INTO finals ({_FINAL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
                           "ON CONFLICT (record_id, channel, segment) DO NOTHING",
@@ -385,6 +428,78 @@ class Store:
         return [dict(zip(("deleted_at", "kind", "id", "records", "finals", "reason"), r))
                 for r in rows]
 
+    # -- the outbox -------------------------------------------------------------------------
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> list[Delivery]:
+        """Lease to ``owner`` until ``now + lease`` at most ``limit`` due rows: pending,
+        ``next_at`` passed, not leased (or the lease expired), and the first pending row
+        of their call (a call's next row waits for the one before)."""
+        with self._transaction() as run:
+            rows = run(f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE status = 'pending' "
+                       "AND next_at <= ? AND (lease_until IS NULL OR lease_until < ?) "
+                       "AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.call_id = o.call_id "
+                       "AND p.status = 'pending' AND p.seq < o.seq) ORDER BY seq LIMIT ?",
+                       (now, now, limit)).fetchall()
+            taken = []
+            for r in rows:
+                cur = run("UPDATE outbox SET lease_owner = ?, lease_until = ? "
+                          "WHERE delivery_id = ? AND status = 'pending' "
+                          "AND (lease_until IS NULL OR lease_until < ?)",
+                          (owner, now + lease, r[0], now))
+                if cur.rowcount == 1:
+                    taken.append(_delivery(r))
+        return taken
+
+    def delivered(self, delivery_id: str, owner: str, now: float | None = None) -> bool:
+        """The receiver acknowledged it: ``delivered`` (False: ``owner`` no longer held it)."""
+        with self._transaction() as run:
+            cur = run("UPDATE outbox SET status = 'delivered', delivered_at = ?, "
+                      "attempts = attempts + 1, lease_owner = NULL, lease_until = NULL "
+                      "WHERE delivery_id = ? AND lease_owner = ? AND status = 'pending'",
+                      (time.time() if now is None else now, delivery_id, owner))
+            return cur.rowcount == 1
+
+    def failed(self, delivery_id: str, owner: str, error: str, next_at: float,
+               dead: bool) -> bool:
+        """An attempt failed: tried again at ``next_at``, or ``dead`` (its retention has
+        passed); the lease is let go."""
+        with self._transaction() as run:
+            cur = run("UPDATE outbox SET status = ?, attempts = attempts + 1, next_at = ?, "
+                      "last_error = ?, lease_owner = NULL, lease_until = NULL "
+                      "WHERE delivery_id = ? AND lease_owner = ? AND status = 'pending'",
+                      ("dead" if dead else "pending", next_at, error[:500], delivery_id,
+                       owner))
+            return cur.rowcount == 1
+
+    def deliveries(self, status: str | None = None, limit: int = 100,
+                   after: int = 0) -> list[Delivery]:
+        """Outbox rows (of ``status``), in order (``seq`` after ``after``)."""
+        where, params = "seq > ?", [after]
+        if status is not None:
+            where += " AND status = ?"
+            params.append(status)
+        with self._transaction() as run:
+            rows = run(f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE {where} "
+                       "ORDER BY seq LIMIT ?", (*params, limit)).fetchall()
+        return [_delivery(r) for r in rows]
+
+    def replay(self, delivery_id: str, now: float | None = None) -> bool:
+        """A dead row back to ``pending``, due now, with a new retention (False: no dead
+        row has that id)."""
+        now = time.time() if now is None else now
+        with self._transaction() as run:
+            cur = run("UPDATE outbox SET status = 'pending', attempts = 0, next_at = ?, "
+                      "since = ?, lease_owner = NULL, lease_until = NULL "
+                      "WHERE delivery_id = ? AND status = 'dead'", (now, now, delivery_id))
+            return cur.rowcount == 1
+
+    def outbox_counts(self) -> dict[str, int]:
+        """Rows by status (every status, 0 when none)."""
+        with self._transaction() as run:
+            rows = run("SELECT status, COUNT(*) FROM outbox GROUP BY status").fetchall()
+        counts = dict.fromkeys(DELIVERY_STATUSES, 0)
+        counts.update({status: int(n) for status, n in rows})
+        return counts
+
     # -- deleting ----------------------------------------------------------------------------
     def delete(self, kind: str, ref: str, reason: str) -> tuple[int, int]:
         """Delete a call's (or a stream's) sessions and finals, and log it in
@@ -421,6 +536,7 @@ class Store:
             marks = ",".join("?" * len(chunk))
             finals += max(run(f"DELETE FROM finals WHERE record_id IN ({marks})",
                               tuple(chunk)).rowcount, 0)
+            run(f"DELETE FROM outbox WHERE record_id IN ({marks})", tuple(chunk))
             run(f"DELETE FROM records WHERE record_id IN ({marks})", tuple(chunk))
         return finals
 
@@ -430,6 +546,13 @@ def _record(row) -> SessionRecord:
                          status=row[4], started_at=row[5], ended_at=row[6], reason=row[7],
                          owner=row[8], metadata=json.loads(row[9]), model=row[10],
                          search=row[11])
+
+
+def _delivery(row) -> Delivery:
+    return Delivery(delivery_id=row[0], idem_key=row[1], call_id=row[2], seq=int(row[3]),
+                    body=row[4], status=row[5], attempts=int(row[6]), next_at=row[7],
+                    since=row[8], created_at=row[9], delivered_at=row[10], last_error=row[11],
+                    record_id=row[12])
 
 
 def _cursor(text: str) -> tuple[float, str]:

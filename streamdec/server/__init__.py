@@ -18,10 +18,11 @@ module              what
 ``call_events``     what those protocols say about a call; a call's messages (pure)
 ``calls``           calls: the session around those protocols, their routes, AudioSocket
 ``subscribers``     ``CallHub``: a call's subscribers (``/calls/{id}``) and the webhook
-``webhook``         the webhook: a bounded queue, POSTs with retries, off the event loop
+``webhook``         the webhook with the store off: a bounded queue in memory, POSTs with retries
 ``transcription``   ``POST /v1/audio/transcriptions`` (OpenAI-compatible)
 ``recording``       what goes into the transcript store: sessions, finals, their end
 ``transcripts``     stored transcripts over HTTP: by call or stream id, the listing
+``deliveries``      the webhook's outbox over HTTP: the listing (dead letters), replay
 ``redaction``       the server's redaction rules, a connection's or call's on top
 ``metrics``         Prometheus metrics (also the engine's observer)
 ``app``             ``create_app``: routes and lifespan

@@ -65,6 +65,7 @@ from .options import StreamOptions, parse_options
 from .recording import STREAM_ID_HEADER
 from .sherpa import SherpaSession
 from .transcription import transcribe_upload
+from .deliveries import delivery_routes
 from .transcripts import transcript_routes
 from .vosk import VoskSession
 
@@ -217,6 +218,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
         routes += transcript_routes(context)  # before /calls/{call_id}: GET .../transcript
+        routes += delivery_routes(context)
         routes += call_routes(context)  # /twilio, /audiofork, /calls/{call_id}
 
     @contextlib.asynccontextmanager

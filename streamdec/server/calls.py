@@ -355,7 +355,8 @@ class CallSession:
                 message.update(display_fields([result]))
                 if self.record_id is not None:  # stored before anyone gets it
                     await store_final(self.context.records, self.record_id, self.legs[leg],
-                                      leg, result)
+                                      leg, result, message if self.context.deliverer
+                                      is not None else None)
                 hub.publish(self.call_id, message)
                 if self.replies and result.is_final and result.text:
                     await self.transport.send_text(reply("transcription", message))

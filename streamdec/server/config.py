@@ -75,7 +75,10 @@ class ServerConfig:
     # further behind than subscriber_queue messages is dropped; the webhook (None: none)
     # gets each final as a JSON POST, through a queue of webhook_queue messages (then new
     # ones are dropped), each tried webhook_max_attempts times, webhook_backoff_seconds
-    # apart at first, doubling; call_vad: every leg of every call is gated by the voice
+    # apart at first, doubling. With the transcript store on ([store]) the webhook is an
+    # outbox in the store instead (``streamdec.records.delivery``): no queue limit and no
+    # attempt limit; each final is tried, across restarts, until the receiver answers 2xx
+    # or webhook_retention_seconds have passed (then kept as a dead letter); call_vad: every leg of every call is gated by the voice
     # activity detector (the [vad] table's settings), its model loaded at start
     audiosocket_port: int | None = None
     subscriber_queue: int = 1000
@@ -84,6 +87,7 @@ class ServerConfig:
     webhook_timeout_seconds: float = 5.0
     webhook_max_attempts: int = 6
     webhook_backoff_seconds: float = 0.5
+    webhook_retention_seconds: float = 86400.0
     # redaction of every result before it leaves the server (streams and calls; stored,
     # sent, partials too): kinds "cards", "ssn" (comma-separated; "all"; "" none) and a
     # file of regular expressions, one per line (``streamdec.textfmt.redact``); a
@@ -129,7 +133,8 @@ class ServerConfig:
         require_at_least(self, "server", ("subscriber_queue", "webhook_queue",
                                           "webhook_max_attempts"), 1)
         require_positive(self, "server", ("webhook_timeout_seconds",
-                                          "webhook_backoff_seconds"))
+                                          "webhook_backoff_seconds",
+                                          "webhook_retention_seconds"))
         if self.webhook_url is not None and not self.webhook_url.startswith(("http://",
                                                                              "https://")):
             raise ConfigError(f"server.webhook_url must be an http:// or https:// URL, got "

@@ -28,6 +28,7 @@ from ..core.recognizer import Recognizer
 from ..engine import Engine
 from ..errors import ConfigError, ModelLoadError
 from ..records.config import StoreConfig
+from ..records.delivery import Deliverer, DeliveryConfig
 from ..records.recorder import Recorder
 from .access import Access, Refusal, TwilioAuth, overload_check, read_secret, read_tokens
 from .call_relay import CallRelay
@@ -67,7 +68,16 @@ class ServerContext:
         self.metrics = metrics
         self.access = access
         self.connections: set[Connection] = set()
-        self.calls = CallHub(config, metrics)  # telephony calls' subscribers and webhook
+        # the webhook as the store's outbox (store on and a webhook), else the hub's queue
+        outbox = records is not None and bool(config.webhook_url)
+        self.calls = CallHub(config, metrics, webhook=not outbox)  # subscribers, webhook
+        self.deliverer: Deliverer | None = None
+        if outbox:
+            self.deliverer = Deliverer(records.config, DeliveryConfig(
+                config.webhook_url, timeout=config.webhook_timeout_seconds,
+                backoff=config.webhook_backoff_seconds,
+                retention=config.webhook_retention_seconds), count=self._delivery_count)
+            records.on_delivery = self.deliverer.wake
         self._idle = asyncio.Event()  # nothing admitted is open
         self._idle.set()
         self._started_engine = False
@@ -111,6 +121,9 @@ class ServerContext:
                    Access(tokens, config.max_connections, share, twilio, behind, readers),
                    replica, share, records)
 
+    def _delivery_count(self, outcome: str, n: int) -> None:
+        self.metrics.webhook.labels(outcome).inc(n)
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         """Start the engine on the running loop unless it runs already (idempotent), and
@@ -122,6 +135,8 @@ class ServerContext:
             self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
         if self.records is not None:
             self.records.start()
+        if self.deliverer is not None:
+            self.deliverer.start()
 
     async def warm_up(self) -> None:
         """Warm the engine up (``Engine.warm_up``: its memory at its mark before any client)
@@ -159,6 +174,8 @@ class ServerContext:
             await self._relay.close()
             self._relay = None
         await self.calls.close()
+        if self.deliverer is not None:
+            await self.deliverer.close()
         if self.records is not None:  # after the calls: their last finals are written
             await self.records.close()
 
@@ -176,6 +193,9 @@ class ServerContext:
             metrics.ready.set(engine.ready_streams)
             metrics.in_flight.set(engine.batches_in_flight)
             metrics.decode_delay.set(engine.decode_delay)
+            if self.deliverer is not None:
+                for status, rows in self.deliverer.rows.items():
+                    metrics.outbox.labels(status).set(rows)
             if lag >= LAG_LOG_SECONDS:
                 log.warning(json.dumps({
                     "event": "loop_lag", "seconds": round(lag, 3),
@@ -247,6 +267,8 @@ class ServerContext:
                       "connections": self.access.open}
             if self.records is not None:
                 health["store"] = self.records.health()
+            if self.deliverer is not None:
+                health["outbox"] = self.deliverer.health()
             return health
         self._share_streams()
         health = {"status": "ok", "version": __version__,
@@ -257,4 +279,6 @@ class ServerContext:
             health["call_links"] = self._relay.state()
         if self.records is not None:
             health["store"] = self.records.health()
+            if self.deliverer is not None:
+                health["outbox"] = self.deliverer.health()
         return health

@@ -34,7 +34,10 @@ streamdec_decode_delay_seconds           gauge      how long the longest-waiting
                                                     ``max_decode_delay_ms`` new connections
                                                     are refused
 streamdec_webhook_messages_total         counter    webhook messages by ``outcome``: delivered,
-                                                    retried, failed, dropped
+                                                    retried, failed, dropped; with the store
+                                                    on (the outbox): delivered, retried, dead
+streamdec_outbox_rows                    gauge      the store's outbox rows by ``status``:
+                                                    pending, delivered, dead (sampled)
 streamdec_subscriber_drops_total         counter    call subscribers dropped for falling behind
 =======================================  =========  ==========================================
 """
@@ -115,6 +118,9 @@ class Metrics:
                                   multiprocess_mode="livemax")
         self.webhook = Counter("streamdec_webhook_messages", "Webhook messages by outcome",
                                ["outcome"], registry=r)
+        # every worker reads the same store: the most of the live workers' samples
+        self.outbox = Gauge("streamdec_outbox_rows", "The store's outbox rows by status "
+                            "(sampled)", ["status"], registry=r, multiprocess_mode="livemax")
         self.subscriber_drops = Counter("streamdec_subscriber_drops",
                                         "Call subscribers dropped for falling behind",
                                         registry=r)

@@ -11,14 +11,15 @@ host marks it ``cut`` (``Store.cut_orphans``).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from ..core.results import Result
 from ..records.recorder import Recorder
-from ..records.store import FinalRecord, SessionRecord
+from ..records.store import Delivery, FinalRecord, SessionRecord
 
-__all__ = ["begin_session", "store_final", "end_status", "STREAM_ID_HEADER"]
+__all__ = ["begin_session", "store_final", "delivery", "end_status", "STREAM_ID_HEADER"]
 
 #: the header of an accepted WebSocket stream naming its id in the store
 #: (GET /streams/{id}/transcript)
@@ -39,16 +40,29 @@ def begin_session(records: Recorder, engine, kind: str, ref: str | None, protoco
 
 
 async def store_final(records: Recorder, record_id: str, leg: str, channel: int,
-                      result: Result) -> bool:
+                      result: Result, webhook: dict[str, Any] | None = None) -> bool:
     """Store ``result`` when it is a final with text (True once committed; False while the
-    store fails: it stays queued). Partials and empty finals are not stored (True)."""
+    store fails: it stays queued). Partials and empty finals are not stored (True).
+    ``webhook``: a call's message of it, to the outbox in the same transaction (its
+    ``idempotency_key`` added: ``delivery``)."""
     if not (result.is_final and result.text):
         return True
     return await records.final(FinalRecord(
         record_id=record_id, leg=leg, channel=channel, segment=result.segment,
         start_time=round(result.start_time, 3), end_time=round(result.end_time, 3),
         text=result.text, words=result.words, display=result.display,
-        display_words=result.display_words if result.display is not None else None))
+        display_words=result.display_words if result.display is not None else None),
+        None if webhook is None else delivery(record_id, channel, webhook))
+
+
+def delivery(record_id: str, channel: int, message: dict[str, Any]) -> Delivery:
+    """A call's final message as an outbox row: its key ``call_id/leg/segment`` (what the
+    receiver deduplicates on) in the ``Idempotency-Key`` header and the body."""
+    key = f"{message['call_id']}/{message['leg']}/{message['segment']}"
+    body = dict(message, idempotency_key=key)
+    return Delivery(delivery_id=f"{record_id}:{channel}:{message['segment']}", idem_key=key,
+                    call_id=message["call_id"], record_id=record_id,
+                    body=json.dumps(body, ensure_ascii=False))
 
 
 def end_status(failed: bool, reason: str) -> str:

@@ -16,7 +16,8 @@ and events so far (the backlog: at most the last ``subscriber_queue // 2`` of th
 partials are not kept), then everything live. Several
 sessions may share a call id (e.g. one Twilio ``<Stream>`` per track): the call ends for
 its subscribers when the last one ends. Finals with text also go to the webhook, if one is
-configured (``webhook.Webhook``).
+configured and the transcript store is off (``webhook.Webhook``; with the store on, the
+store's outbox posts them: ``streamdec.records.delivery``).
 
 Several worker processes (``serve --workers N``): a call and its subscribers may sit on
 different workers (the kernel spreads connections). Each hub then has ``links`` to the
@@ -149,7 +150,9 @@ class _Call:
 
 
 class CallHub:
-    def __init__(self, config, metrics=None) -> None:
+    def __init__(self, config, metrics=None, webhook: bool = True) -> None:
+        """``webhook`` False: finals do not go to ``config.webhook_url`` from here (the
+        store's outbox posts them)."""
         self.capacity = config.subscriber_queue
         self.metrics = metrics
         self.links: Links = _NoLinks()  # set by a worker of several (call_relay)
@@ -162,7 +165,7 @@ class CallHub:
                                 timeout=config.webhook_timeout_seconds,
                                 attempts=config.webhook_max_attempts,
                                 backoff=config.webhook_backoff_seconds, metrics=metrics)
-                        if config.webhook_url else None)
+                        if config.webhook_url and webhook else None)
 
     def _call(self, call_id: str) -> _Call:
         call = self._calls.get(call_id)
