@@ -31,7 +31,8 @@ def test_the_commands_are_all_walked():
     assert sorted(ALL) == sorted([
         "streamdec", "streamdec transcribe", "streamdec mic", "streamdec serve",
         "streamdec lang", "streamdec lang OUT_DIR", "streamdec lang lm", "streamdec models",
-        "streamdec models list", "streamdec models get", "streamdec models path"])
+        "streamdec models list", "streamdec models get", "streamdec models path",
+        "streamdec models repair"])
 
 
 @pytest.mark.parametrize("command", sorted(ALL))
