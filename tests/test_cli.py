@@ -350,9 +350,12 @@ def test_help_shows_every_default_and_that_hotwords_need_a_beam_search(capsys):
         assert option in flags or "default: " in text, text
     assert "(default: None)" not in " ".join(entries.values())
     for option, default in [("--format", "text"), ("--batch-size", "8"), ("--backend", "onnx"),
-                            ("--num-threads", "1"), ("--search", "greedy"), ("--beam", "4"),
+                            ("--num-threads", "1"), ("--beam", "16 with words, else 4"),
                             ("--blank-penalty", "0"), ("--hotwords-score", "1"),
                             ("--raw-encoding", "s16le")]:
         assert f"default: {default})" in entries[option], entries[option]
+    # the one default search: the model's words where it ships them, else greedy
+    assert "(default: the model's words" in entries["--search"], entries["--search"]
+    assert entries["--search"].endswith("; else greedy)"), entries["--search"]
     assert ("hotwords need a beam search (--search modified_beam, alsd, tsd, beam, nsc), not "
             "greedy") in entries["--hotwords-file"]

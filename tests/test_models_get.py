@@ -176,9 +176,12 @@ def test_get_verifies_installs_and_model_name_transcribes(tmp_path, monkeypatch,
 
     code, out, err = run(capsys, "models", "path", NAME)
     assert (code, out) == (0, f"{target}\n")
-    code, by_name, err = run(capsys, "transcribe", HELLO, "--model", NAME)
+    # one search for both: the copy has the network files only, and a folder without lang/
+    # defaults to greedy where the built-in folder defaults to its words
+    code, by_name, err = run(capsys, "transcribe", HELLO, "--model", NAME, "--search", "greedy")
     assert code == 0, err
-    code, by_path, err = run(capsys, "transcribe", HELLO, "--model", str(BUILTIN_MODEL_DIR))
+    code, by_path, err = run(capsys, "transcribe", HELLO, "--model", str(BUILTIN_MODEL_DIR),
+                             "--search", "greedy")
     assert code == 0 and by_name == by_path and by_name.strip()
     words = tmp_path / "words.txt"
     words.write_text("hello\nworld\n", encoding="utf-8")

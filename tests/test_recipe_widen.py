@@ -16,7 +16,7 @@ import soundfile as sf
 
 torch = pytest.importorskip("torch")
 
-from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
+from streamdec import EndpointConfig, Recognizer, RecognizerConfig, SearchConfig  # noqa: E402
 from streamdec import ModelConfig as RuntimeModel  # noqa: E402
 from streamdec.models import BUILTIN_MODEL_DIR  # noqa: E402
 from decode_utils import decode_in_pieces, finals, sherpa_decode  # noqa: E402
@@ -104,10 +104,10 @@ def test_a_widened_export_keeps_the_lstm_layout_and_its_size_reads_back(widened_
 def test_the_widened_shipped_model_transcribes_as_the_shipped_model(widened_shipped):
     audio, rate = sf.read(str(ROOT / "examples" / "hello.wav"), dtype="float32")
     assert rate == 16000
-    off = EndpointConfig(enabled=False)
-    shipped = Recognizer(RecognizerConfig(endpoint=off))
+    off, greedy = EndpointConfig(enabled=False), SearchConfig(method="greedy")  # as sherpa's
+    shipped = Recognizer(RecognizerConfig(endpoint=off, search=greedy))
     wide = Recognizer(RecognizerConfig(model=RuntimeModel(model_dir=str(widened_shipped)),
-                                       endpoint=off))
+                                       endpoint=off, search=greedy))
     ours, theirs = (finals(decode_in_pieces(r, audio, 3200)) for r in (shipped, wide))
     assert len(ours) == 1 and ours[0].text
     same = [(r.token_ids, r.timestamps) for r in theirs]

@@ -96,7 +96,9 @@ def main() -> None:
     file_audio, _ = sf.read(str(played), dtype="int16")
 
     port = free_port()
-    server, _ = serve_streamdec(port, ["--search", "greedy", *args.serve_options])
+    # greedy unless the options say otherwise: the page's latency, not the search's cost
+    options = ["--search", "greedy", *args.serve_options]
+    server, _ = serve_streamdec(port, options)
     try:
         with sync_playwright() as p:
             browser = launch(p, str(played))
@@ -122,7 +124,7 @@ def main() -> None:
     # the words' times in the stream: transcribe on the sent samples, same options
     parser = argparse.ArgumentParser()
     add_recognizer_options(parser)
-    app = app_config_from_args(parser.parse_known_args(args.serve_options)[0])
+    app = app_config_from_args(parser.parse_known_args(options)[0])
     rec = Recognizer(app.recognizer)
     path = work / "sent.wav"
     sf.write(str(path), sent, CAPTURE_RATE, subtype="FLOAT")
