@@ -21,9 +21,13 @@ absolute difference over every frame; their frame counts are equal).
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: bench, streamdec
 
 from bench.common.abtest import (alternate, bench_parser, load_average, machine, main, print_table,
                                  ratio, spread, workload)
