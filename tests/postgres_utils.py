@@ -80,6 +80,15 @@ class PostgresServer:
         self.stop()
         self.start()
 
+    def new_database(self, prefix: str = "t") -> str:
+        """The URL of a new, empty database of this server (one per test)."""
+        import psycopg
+
+        name = f"{prefix}{time.monotonic_ns()}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url.rpartition("/")[0] + f"/{name}"
+
     def __exit__(self, *exc) -> None:
         self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)

@@ -49,12 +49,7 @@ def postgres():
 def config(request, tmp_path):
     if request.param == "sqlite":
         return StoreConfig(url=f"sqlite:///{tmp_path}/t.sqlite3")
-    pg = request.getfixturevalue("postgres")
-    name = f"o{time.monotonic_ns()}"  # a fresh database per test
-    import psycopg
-    with psycopg.connect(pg.url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return StoreConfig(url=pg.url.rpartition("/")[0] + f"/{name}")
+    return StoreConfig(url=request.getfixturevalue("postgres").new_database("o"))
 
 
 def session(record_id: str, call_id: str) -> SessionRecord:

@@ -47,13 +47,7 @@ def postgres():
 def config(request, tmp_path):
     if request.param == "sqlite":
         return StoreConfig(url=f"sqlite:///{tmp_path}/t.sqlite3")
-    pg = request.getfixturevalue("postgres")
-    # a fresh database per test
-    name = f"t{time.monotonic_ns()}"
-    import psycopg
-    with psycopg.connect(pg.url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return StoreConfig(url=pg.url.rpartition("/")[0] + f"/{name}")
+    return StoreConfig(url=request.getfixturevalue("postgres").new_database("t"))
 
 
 def session(record_id="r1", ref="CA1", kind="call", started=1000.0, owner=None, **meta):
