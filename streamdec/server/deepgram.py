@@ -51,7 +51,7 @@ from ..errors import ClientError, ConfigError, OptionError
 from ..search.config import SearchConfig, with_beam_search
 from . import jsontext
 from .endpointing import EndpointLimits
-from .options import MAX_CHANNELS, StreamOptions, validate_rate
+from .options import MAX_CHANNELS, StreamOptions, int_option, validate_rate
 from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
 
 __all__ = ["DeepgramSettings", "parse_deepgram_query", "DeepgramSession", "deepgram_parser",
@@ -102,16 +102,6 @@ def _boolean(query: Mapping[str, Sequence[str]], name: str) -> bool | None:
     return value.lower() == "true"
 
 
-def _integer(name: str, text: str, low: int, high: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise OptionError(f"{name} must be an integer, got {text!r}") from None
-    if not low <= value <= high:
-        raise OptionError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
 def _hotwords(query: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     """``keyterm`` phrases as they are; ``keywords`` ``word:intensifier`` as a hotword
     ``word :intensifier`` (a boost; an intensifier <= 0, a suppression, is refused)."""
@@ -148,7 +138,7 @@ def _endpoint(value: str | None, base: EndpointConfig, limits: EndpointLimits
     if value.lower() == "false":
         return replace(base, enabled=False)
     high = round(limits.max_silence * 1000)
-    milliseconds = _integer("endpointing", value, 0, high)
+    milliseconds = int_option("endpointing", value, 0, high)
     return replace(base, enabled=True,
                    rule2=replace(base.rule2, min_trailing_silence=milliseconds / 1000))
 
@@ -178,9 +168,9 @@ def parse_deepgram_query(query: Mapping[str, Sequence[str]], *, search: SearchCo
     rate = _one(query, "sample_rate")
     if rate is None:
         raise OptionError("sample_rate is required with encoding")
-    sample_rate = validate_rate(_integer("sample_rate", rate, 1, 10**7))
+    sample_rate = validate_rate(int_option("sample_rate", rate, 1, 10**7))
     channels = _one(query, "channels")
-    channels = 1 if channels is None else _integer("channels", channels, 1, MAX_CHANNELS)
+    channels = 1 if channels is None else int_option("channels", channels, 1, MAX_CHANNELS)
     multichannel = _boolean(query, "multichannel")
     if channels > 1 and not multichannel:
         raise OptionError("channels > 1 needs multichannel=true (mixing channels down is "
@@ -206,7 +196,7 @@ def parse_deepgram_query(query: Mapping[str, Sequence[str]], *, search: SearchCo
     settings = DeepgramSettings(
         interim_results=bool(_boolean(query, "interim_results")),
         vad_events=bool(_boolean(query, "vad_events")),
-        utterance_end_ms=None if end_ms is None else _integer(
+        utterance_end_ms=None if end_ms is None else int_option(
             "utterance_end_ms", end_ms, MIN_UTTERANCE_END_MS, MAX_UTTERANCE_END_MS),
         model=_one(query, "model") or "streamdec")
     return options, settings

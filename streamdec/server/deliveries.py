@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from ..errors import StoreError
 from ..records.store import DELIVERY_STATUSES, Store
-from .transcripts import MAX_LIMIT, _error, _int
+from .transcripts import MAX_LIMIT, _error, _int, access_refusal
 
 __all__ = ["delivery_routes"]
 
@@ -41,14 +41,9 @@ def delivery_routes(context) -> list[Route]:
     """The HTTP routes of the outbox over ``context.records``."""
 
     def refusal(request: Request, write: bool = False) -> Response | None:
-        access = context.access
-        if write:
-            if not access.authorized(request.headers, request.query_params):
-                if access.may_read(request.headers, request.query_params) and access.tokens:
-                    return _error(403, "this token may only read deliveries")
-                return _error(401, "missing or invalid bearer token")
-        elif not access.may_read(request.headers, request.query_params):
-            return _error(401, "missing or invalid bearer token (Authorization: Bearer TOKEN)")
+        refused = access_refusal(context.access, request, write, "deliveries")
+        if refused is not None:
+            return refused
         if context.records is None or context.deliverer is None:
             return _error(503, "the outbox is off: it needs the transcript store "
                                "([store] enabled) and a webhook (server.webhook_url)")

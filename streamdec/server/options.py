@@ -110,7 +110,8 @@ def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
-def _int(name: str, text: str, low: int, high: int) -> int:
+def int_option(name: str, text: str, low: int, high: int) -> int:
+    """``text`` as an integer in [low, high], else OptionError naming the option."""
     try:
         value = int(text)
     except ValueError:
@@ -146,7 +147,7 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         raise OptionError(message)
     rate = _one(query, "sample_rate")
     if rate is not None:
-        sample_rate = _int("sample_rate", rate, 1, 10**7)
+        sample_rate = int_option("sample_rate", rate, 1, 10**7)
     validate_rate(sample_rate)
     enc = _one(query, "encoding")
     if enc is not None:
@@ -154,7 +155,7 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
             raise OptionError(f"unsupported encoding {enc!r}: supported {', '.join(ENCODINGS)}")
         encoding = enc
     channels = _one(query, "channels")
-    channels = 1 if channels is None else _int("channels", channels, 1, MAX_CHANNELS)
+    channels = 1 if channels is None else int_option("channels", channels, 1, MAX_CHANNELS)
     chosen = search
     method = _one(query, "search")
     if method is not None:
@@ -163,7 +164,7 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         chosen = with_method(chosen, method)  # greedy over a words default: plain greedy
     beam = _one(query, "beam")
     if beam is not None:
-        chosen = replace(chosen, beam=_int("beam", beam, 1, MAX_BEAM))
+        chosen = replace(chosen, beam=int_option("beam", beam, 1, MAX_BEAM))
     changed = method is not None or beam is not None
     hotwords = tuple(p.strip() for value in query.get("hotwords") or []
                      for p in value.split(",") if p.strip())

@@ -110,18 +110,26 @@ def listing_query(query) -> Query:
                  limit=_int(query, "limit", 100, 1, MAX_LIMIT), after=cursor)
 
 
+def access_refusal(access, request: Request, write: bool, what: str) -> Response | None:
+    """401 without a token that may read (or, to ``write``, that may write); 403 for a
+    read-only token asking to write ``what``; None when the request may go on."""
+    if write:
+        if not access.authorized(request.headers, request.query_params):
+            if access.may_read(request.headers, request.query_params) and access.tokens:
+                return _error(403, f"this token may only read {what}")
+            return _error(401, "missing or invalid bearer token")
+    elif not access.may_read(request.headers, request.query_params):
+        return _error(401, "missing or invalid bearer token (Authorization: Bearer TOKEN)")
+    return None
+
+
 def transcript_routes(context) -> list[Route]:
     """The HTTP routes of stored transcripts over ``context.records``."""
 
     def refusal(request: Request, write: bool = False) -> Response | None:
-        access = context.access
-        if write:
-            if not access.authorized(request.headers, request.query_params):
-                if access.may_read(request.headers, request.query_params) and access.tokens:
-                    return _error(403, "this token may only read transcripts")
-                return _error(401, "missing or invalid bearer token")
-        elif not access.may_read(request.headers, request.query_params):
-            return _error(401, "missing or invalid bearer token (Authorization: Bearer TOKEN)")
+        refused = access_refusal(context.access, request, write, "transcripts")
+        if refused is not None:
+            return refused
         if context.records is None:
             return _error(503, "the transcript store is off ([store] enabled = false)")
         return None
