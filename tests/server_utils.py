@@ -80,6 +80,16 @@ class ServerProcess:
             return self.proc.wait()
 
 
+def token_server(folder: Path, key: str):
+    """A server (a generator for a fixture to yield from) whose one token is ``key``, as a
+    vendor's client sends it; stopped cleanly at the end."""
+    tokens = folder / "tokens"
+    tokens.write_text(key + "\n")
+    server = ServerProcess("--token-file", str(tokens))
+    yield server
+    assert server.stop() == 0
+
+
 def get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str]:
     """(status, body) of a GET."""
     try:

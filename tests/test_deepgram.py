@@ -24,7 +24,7 @@ import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import REPO, UNIT, ServerProcess, run, sherpa_client
+from server_utils import REPO, UNIT, run, sherpa_client, token_server
 
 from deepgram import DeepgramClient
 from deepgram.core.api_error import ApiError
@@ -40,11 +40,7 @@ RATE = 16000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tokens = tmp_path_factory.mktemp("dg") / "tokens"
-    tokens.write_text(KEY + "\n")
-    s = ServerProcess("--token-file", str(tokens))
-    yield s
-    assert s.stop() == 0
+    yield from token_server(tmp_path_factory.mktemp("dg"), KEY)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from openai import OpenAI
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 from call_common import mulaw_encode  # noqa: E402  (G.711 as the telephony clients send it)
 
-from server_utils import ServerProcess, run, sherpa_client
+from server_utils import run, sherpa_client, token_server
 from streamdec.audio.pcm import decode_pcm
 from test_deepgram import CLIPS, SPEECH
 
@@ -41,11 +41,7 @@ DELTA = "conversation.item.input_audio_transcription.delta"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tokens = tmp_path_factory.mktemp("oa") / "tokens"
-    tokens.write_text(KEY + "\n")
-    s = ServerProcess("--token-file", str(tokens))
-    yield s
-    assert s.stop() == 0
+    yield from token_server(tmp_path_factory.mktemp("oa"), KEY)
 
 
 @pytest.fixture(scope="module")
