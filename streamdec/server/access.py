@@ -5,8 +5,8 @@ the ``Refusal`` (HTTP status and reason) the handshake answers with:
 
 - 401 when tokens are configured and the request has none or a wrong one
   (``Authorization: Bearer TOKEN`` or ``Authorization: Token TOKEN``, as Deepgram's
-  clients send it, or ``?token=TOKEN`` for browsers, which cannot set headers on a
-  WebSocket);
+  clients send it, or ``Authorization: TOKEN``, as AssemblyAI's do, or ``?token=TOKEN``
+  for browsers, which cannot set headers on a WebSocket);
 - 503 while the server drains (shutting down), when ``max_connections`` are open, or
   while the server is behind its audio (``overload_check``: a ready stream has waited over
   ``max_decode_delay_ms`` for its decode; taking more streams would delay every stream).
@@ -98,7 +98,9 @@ class TwilioAuth:
 def _presented(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
     auth = headers.get("authorization")
     if auth is not None:
-        scheme, _, token = auth.partition(" ")
+        scheme, space, token = auth.strip().partition(" ")
+        if not space:  # the key alone: AssemblyAI's clients send it so (``assemblyai``)
+            return scheme or None
         # ``Token``: Deepgram's clients send their API key so (``deepgram``)
         return token.strip() if scheme.lower() in ("bearer", "token") else None
     return query.get("token")

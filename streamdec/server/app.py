@@ -11,6 +11,7 @@ WebSocket ``/twilio``, ``/audiofork``  calls from Twilio Media Streams and FreeS
 WebSocket ``/calls/{call_id}``         a call's results, live (``calls``)
 WebSocket ``/v1/listen``               Deepgram's live streaming protocol (``deepgram``)
 WebSocket ``/v1/realtime``             OpenAI's Realtime transcription sessions (``realtime``)
+WebSocket ``/v3/ws``                   AssemblyAI's universal streaming (``assemblyai``)
 GET ``/``, ``/static/...``             the browser captioning page
 GET ``/admission``                     what a sherpa handshake with the same query and
                                        headers would be answered (for browsers)
@@ -54,6 +55,7 @@ from starlette.websockets import WebSocket
 
 from ..errors import ConfigError, ModelLoadError, TokenizeError
 from .access import Refusal
+from .assemblyai import assemblyai_parser
 from .calls import call_routes
 from .connection import Connection, Disconnected
 from .context import ServerContext
@@ -177,6 +179,8 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                                 SHERPA_ENCODING, deepgram_parser(context))
     realtime = _websocket_route(context, "realtime", sherpa_session, sherpa_rate,
                                 SHERPA_ENCODING, realtime_parser(context))
+    assemblyai = _websocket_route(context, "assemblyai", sherpa_session, sherpa_rate,
+                                  SHERPA_ENCODING, assemblyai_parser(context))
     vosk = _websocket_route(context, "vosk", vosk_session, lambda: 8000, "s16le")
 
     async def index(request: Request) -> Response:
@@ -215,6 +219,7 @@ def create_app(context: ServerContext, *, vosk_at_root: bool = False) -> Starlet
                    WebSocketRoute("/v1/listen", deepgram),
                    Route("/v1/listen", prerecorded, methods=["POST"]),
                    WebSocketRoute("/v1/realtime", realtime),
+                   WebSocketRoute("/v3/ws", assemblyai),
                    Mount("/static", StaticFiles(directory=str(_web_dir() / "static"),
                                                 check_dir=False))]
         routes += transcript_routes(context)  # before /calls/{call_id}: GET .../transcript
