@@ -122,13 +122,11 @@ def test_begin_audio_terminate_then_termination_and_close():
     times = iter([1000.0, 1002.6])
     s = session(clock=lambda: next(times))
     assert sent(s.opening()) == [{"type": "Begin", "id": "s-1", "expires_at": 1060}]
-    assert s.binary_is_audio
     for _ in range(30):  # 1.5 s
         assert s.receive(AUDIO) == [Feed(AUDIO)]
     assert s.receive(b"") == []
     assert s.receive('{"type": "KeepAlive"}') == []
     assert s.receive('{"type": "Terminate"}') == [Finish()]
-    assert not s.binary_is_audio
     *messages, close = s.results_ended()
     assert sent(messages) == [{"type": "Termination", "audio_duration_seconds": 2,
                                "session_duration_seconds": 3}]

@@ -250,7 +250,8 @@ def _final_words(result: Result) -> int:
 class AssemblyAISession:
     """One AssemblyAI streaming client, without I/O (``session`` says how it is driven):
     ``Begin``, then audio until ``Terminate``; turns pushed as results come; ``Termination``
-    and the close once the last one is out."""
+    and the close once the last one is out. Every binary message comes through
+    ``receive`` (no ``binary_is_audio``): the audio it counts is ``Termination``'s."""
 
     push_results = True
 
@@ -271,12 +272,6 @@ class AssemblyAISession:
     def audio_seconds(self) -> float:
         """Seconds of audio received so far."""
         return self.fed_bytes // _SAMPLE_BYTES[self.options.encoding] / self.options.sample_rate
-
-    @property
-    def binary_is_audio(self) -> bool:
-        """A non-empty binary message now is audio to feed and nothing else (``receive``
-        gives ``[Feed(message)]`` for it): until ``Terminate`` or the drain."""
-        return not self.finished
 
     def opening(self) -> list[Command]:
         """What the session sends first: ``Begin``."""
