@@ -193,3 +193,24 @@ def test_bad_audio_gets_assemblyai_error_and_close(server):
     assert "whole number" in message["error"] and code == 3007
     events = stream(server, b"\0\0\0")
     assert events[0].type == "Begin" and events[-1].code == 3007
+
+
+@pytest.mark.slow
+def test_load_generator_speaks_assemblyai(tmp_path):
+    """``bench/daemon/load.py --protocol assemblyai``, seconds long: two real-time clients
+    against a server it starts; every utterance's end of turn comes, none late, and the
+    words' times are timed as chunk latencies."""
+    from test_perf_bench import run_bench
+    report = run_bench("daemon/load.py", tmp_path / "load.json", "--peer", "streamdec",
+                       "--streams", "2", "--seconds", "3", "--warmup", "0", "--grace", "20",
+                       "--protocol", "assemblyai")
+    assert report["setup"]["protocol"] == "assemblyai"
+    (conf,) = report["configurations"]
+    figures = conf["streamdec"]
+    assert figures["unfinished"]["median"] == 0 and figures["client_errors"] == [[]]
+    finals = figures["finals"]
+    assert finals["utterances"]["median"] >= 2
+    assert finals["received"]["median"] == finals["utterances"]["median"]
+    assert finals["lost"]["median"] == finals["late"]["median"] == finals["split"]["median"] == 0
+    assert figures["unmatched_tokens"]["median"] == 0
+    assert figures["chunk_latency_ms"]["results"]["median"] >= 1

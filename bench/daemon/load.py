@@ -316,7 +316,12 @@ class ClientStats:
 
 #: the protocols a client may speak (``--protocol``): the path it connects to
 PROTOCOL_PATHS = {"sherpa": "", "deepgram": "v1/listen?encoding=linear32&sample_rate=16000"
-                  "&interim_results=true", "realtime": "v1/realtime?intent=transcription"}
+                  "&interim_results=true", "realtime": "v1/realtime?intent=transcription",
+                  "assemblyai": "v3/ws?sample_rate=16000&encoding=pcm_s16le"}
+#: the text each protocol's client sends after its audio
+_END_OF_AUDIO = {"sherpa": "Done", "deepgram": '{"type": "CloseStream"}',
+                 "realtime": '{"type": "input_audio_buffer.commit"}',
+                 "assemblyai": '{"type": "Terminate"}'}
 _REALTIME_END = "end-of-audio"  # the event_id of the realtime client's last event
 
 
@@ -328,9 +333,11 @@ def protocol_url(url: str, protocol: str) -> str:
 
 class VendorResults:
     """A cloud vendor protocol's messages as the sherpa-onnx results the client times:
-    Deepgram's ``Results`` (word starts as the token times; its end: ``Metadata``); OpenAI
-    Realtime's ``completed`` (no times: finals only, placed at ``speech_stopped``'s end;
-    its end: the error event answering the client's last, unknown event)."""
+    Deepgram's ``Results`` (word starts as the token times; its end: ``Metadata``);
+    AssemblyAI's unformatted ``Turn``s (word starts in milliseconds as the token times; its
+    end: ``Termination``); OpenAI Realtime's ``completed`` (no times: finals only, placed
+    at ``speech_stopped``'s end; its end: the error event answering the client's last,
+    unknown event)."""
 
     def __init__(self, protocol: str) -> None:
         self.protocol = protocol
@@ -349,6 +356,14 @@ class VendorResults:
             return {"segment": round(m["start"] * 1000), "start_time": m["start"],
                     "timestamps": [w["start"] - m["start"] for w in alternative["words"]],
                     "is_final": m["is_final"], "text": alternative["transcript"]}
+        if self.protocol == "assemblyai":
+            if kind == "Termination":
+                return True
+            if kind != "Turn" or m["turn_is_formatted"]:
+                return None
+            return {"segment": m["turn_order"], "start_time": 0.0,
+                    "timestamps": [w["start"] / 1000 for w in m["words"]],
+                    "is_final": m["end_of_turn"], "text": m["transcript"]}
         if kind == "error" and m["error"].get("event_id") == _REALTIME_END:
             return True
         if kind == "input_audio_buffer.speech_stopped":
@@ -359,13 +374,17 @@ class VendorResults:
                 "end_time": self.stopped, "is_final": True, "text": m["transcript"]}
 
 
+def _pcm16(samples: np.ndarray) -> bytes:
+    """Float samples as pcm_s16le."""
+    return np.clip(np.round(samples * 32767), -32768, 32767).astype("<i2").tobytes()
+
+
 def _realtime_append(samples: np.ndarray) -> str:
     """16 kHz float samples as a realtime append: pcm16 at 24 kHz (linear interpolation)."""
     n = len(samples) * 3 // 2
     resampled = np.interp(np.arange(n) * (2 / 3), np.arange(len(samples)), samples)
-    pcm = np.clip(np.round(resampled * 32767), -32768, 32767).astype("<i2")
     return json.dumps({"type": "input_audio_buffer.append",
-                       "audio": base64.b64encode(pcm.tobytes()).decode()})
+                       "audio": base64.b64encode(_pcm16(resampled)).decode()})
 
 
 async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_start: float,
@@ -448,12 +467,12 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                 sent_at.append(time.monotonic())
                 piece = audio[k:k + chunk]
                 await ws.send(_realtime_append(piece) if protocol == "realtime"
+                              else _pcm16(piece) if protocol == "assemblyai"
                               else piece.tobytes())
                 while (stats.utterances < len(program.ends)
                        and program.ends[stats.utterances] <= k + chunk):
                     stats.utterances += 1
-            await ws.send({"sherpa": "Done", "deepgram": '{"type": "CloseStream"}',
-                           "realtime": '{"type": "input_audio_buffer.commit"}'}[protocol])
+            await ws.send(_END_OF_AUDIO[protocol])
             if protocol == "realtime":
                 await ws.send(json.dumps({"type": "end", "event_id": _REALTIME_END}))
             stats.utterances = len(program.ends)
@@ -908,10 +927,11 @@ def parser() -> argparse.ArgumentParser:
                                          "on the host and port of --url)")
     p.add_argument("--chunk-ms", type=float, default=100.0, help="audio per message")
     p.add_argument("--protocol", choices=tuple(PROTOCOL_PATHS), default="sherpa",
-                   help="the protocol the clients speak (streamdec only for deepgram and "
-                        "realtime): sherpa-onnx's float32 frames, Deepgram's live protocol "
-                        "(linear32, interim results), or OpenAI Realtime (base64 pcm16 at "
-                        "24 kHz in JSON; finals only are timed: it has no times in deltas)")
+                   help="the protocol the clients speak (streamdec only for the vendors'): "
+                        "sherpa-onnx's float32 frames, Deepgram's live protocol (linear32, "
+                        "interim results), AssemblyAI's universal streaming (pcm_s16le, "
+                        "partial turns), or OpenAI Realtime (base64 pcm16 at 24 kHz in JSON; "
+                        "finals only are timed: it has no times in deltas)")
     p.add_argument("--spread", choices=("message", "chunk"), default="message",
                    help="clients' start times: over one message (their model chunks "
                         "arrive in bursts), or evenly over one model chunk (chunks arrive at "
