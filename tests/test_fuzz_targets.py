@@ -19,8 +19,8 @@ FUZZ = Path(__file__).resolve().parents[1] / "bench" / "fuzz"
 sys.path.insert(0, str(FUZZ))
 
 #: every target, one a door or file format (a new fuzz_*.py must be added here)
-TARGETS = ("archive", "audiofork", "audiosocket", "catalog", "config", "deepgram", "multipart",
-           "onnx_meta", "pcm", "realtime", "sherpa", "tokens", "twilio", "vosk")
+TARGETS = ("archive", "assemblyai", "audiofork", "audiosocket", "catalog", "config", "deepgram",
+           "multipart", "onnx_meta", "pcm", "realtime", "sherpa", "tokens", "twilio", "vosk")
 CRASHES = sorted(p for p in (FUZZ / "crashes").glob("*/*") if p.is_file())
 
 

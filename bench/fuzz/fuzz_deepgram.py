@@ -11,23 +11,15 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs
 
-from harness import feed_audio, fuzz, instrumented, messages
+from harness import feed_audio, fuzz, instrumented, messages, word_result
 
 with instrumented():
     from streamdec import SearchConfig
-    from streamdec.core.results import Result, Word
     from streamdec.errors import AudioInputError, ClientError, OptionError
     from streamdec.server.deepgram import DeepgramSession, parse_deepgram_query
     from streamdec.server.session import DRAIN, Close, Feed, Finish, ForceFinal, Send
 
 TYPES = ("Results", "SpeechStarted", "UtteranceEnd", "Metadata")
-
-
-def _result(n: int, final: bool) -> Result:
-    word = Word("yes", 0.1 * n, 0.1 * n + 0.08, 0.9)
-    return Result(text="yes", tokens=("\u2581yes",), token_ids=(1,), timestamps=(0.0,),
-                  log_probs=(-0.1,), segment=n, start_time=0.1 * n,
-                  end_time=0.1 * n + 0.1, is_final=final, words=(word,))
 
 
 def _check(commands: list) -> None:
@@ -61,7 +53,7 @@ def TestOneInput(data: bytes) -> None:
                 except AudioInputError:
                     return  # the connection ends with bad_audio
                 for channel in range(options.channels):
-                    _check(session.result(channel, _result(n, final=n % 3 == 0)))
+                    _check(session.result(channel, word_result(n, final=n % 3 == 0)))
             elif isinstance(command, Finish):
                 finished = True
         assert session.finished == finished

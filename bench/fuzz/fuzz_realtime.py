@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 
-from harness import feed_audio, fuzz, instrumented, messages
+from harness import feed_audio, fuzz, instrumented, messages, word_result
 
 with instrumented():
     from streamdec.core.endpoint import EndpointConfig
-    from streamdec.core.results import Result, Word
     from streamdec.server.options import StreamOptions
     from streamdec.server.realtime import RealtimeSession
     from streamdec.server.session import (DRAIN, Close, Feed, Finish, ForceFinal, Reopen,
@@ -23,13 +22,6 @@ TYPES = ("session.created", "session.updated", "transcription_session.updated", 
          "input_audio_buffer.committed", "input_audio_buffer.cleared",
          "conversation.item.input_audio_transcription.delta",
          "conversation.item.input_audio_transcription.completed")
-
-
-def _result(n: int, final: bool) -> Result:
-    word = Word("yes", 0.1 * n, 0.1 * n + 0.08, 0.9)
-    return Result(text="yes", tokens=("\u2581yes",), token_ids=(1,), timestamps=(0.0,),
-                  log_probs=(-0.1,), segment=n, start_time=0.1 * n, end_time=0.1 * n + 0.1,
-                  is_final=final, words=(word,), stable_chars=3 if final else n % 4)
 
 
 def _check(commands: list) -> None:
@@ -49,7 +41,7 @@ def TestOneInput(data: bytes) -> None:
             if isinstance(command, Feed):
                 feed_audio(command.data, session.options.encoding, 1)  # whole samples
             elif isinstance(command, Reply):
-                _check(session.reply(0, [_result(n, False), _result(n, n % 2 == 0)], n))
+                _check(session.reply(0, [word_result(n, False), word_result(n, n % 2 == 0)], n))
             elif isinstance(command, Send):
                 _check([command])
         if item is DRAIN:

@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 __all__ = ["DRAIN_TAG", "messages", "encode_messages", "drive", "check_call_events",
-           "instrumented", "fuzz", "feed_audio", "scratch_file", "FUZZING_ENV"]
+           "instrumented", "fuzz", "feed_audio", "word_result", "scratch_file", "FUZZING_ENV"]
 
 #: set (to 1) by ``run.py`` in a target's process: its imports of the project are
 #: instrumented for coverage and ``fuzz`` runs libFuzzer's engine
@@ -115,6 +115,17 @@ def feed_audio(data: bytes, encoding: str, channels: int) -> list:
         return []
     samples = decode_pcm(data, encoding, channels)
     return [as_float_samples(c) for c in deinterleave(samples, channels)]
+
+
+def word_result(n: int, final: bool):
+    """The ``n``-th result a stream hands a protocol session: the word "yes" at 0.1 n s
+    (a partial's stable part varies with n), for the sessions' reply and push paths."""
+    from streamdec.core.results import Result, Word
+
+    word = Word("yes", 0.1 * n, 0.1 * n + 0.08, 0.9)
+    return Result(text="yes", tokens=("\u2581yes",), token_ids=(1,), timestamps=(0.0,),
+                  log_probs=(-0.1,), segment=n, start_time=0.1 * n, end_time=0.1 * n + 0.1,
+                  is_final=final, words=(word,), stable_chars=3 if final else n % 4)
 
 
 def drive(receive, items) -> tuple[list, object]:

@@ -3,11 +3,13 @@
 a spoken phrase (espeak-ng's voice, 0.3 s of it) sent as each platform's client in
 ``clients/`` sends it (``twilio_replay``'s messages, ``audiosocket_replay``'s frames,
 ``audiofork_replay``'s metadata and L16 frames, ``transcribe_http``'s multipart form, the
-sherpa, Vosk, Deepgram and OpenAI Realtime clients' audio messages and control texts), the shipped configs and
-catalog, the test fixtures' ``tokens.txt`` and encoder exports (their metadata and state
-inputs), and model archives packed as the publishers pack them.
+sherpa, Vosk, Deepgram, AssemblyAI and OpenAI Realtime clients' audio messages and control
+texts), the shipped configs and catalog, the test fixtures' ``tokens.txt`` and encoder
+exports (their metadata and state inputs), and model archives packed as the publishers
+pack them.
 
     python bench/fuzz/make_corpus.py          # rewrites corpus/ (a few hundred KB)
+    python bench/fuzz/make_corpus.py deepgram assemblyai   # only these targets' seeds
 
 The seeds are fixed by this script and its inputs (the same bytes on every run, espeak-ng
 aside); commit them with it.
@@ -101,6 +103,25 @@ def deepgram_seeds() -> list[bytes]:
             encode_messages([base + "&channels=2&multichannel=true"] + stereo + [b""]),
             encode_messages(["model=nova-2&encoding=mulaw&sample_rate=8000"
                              "&keywords=call:2&keyterm=five&smart_format=true"]
+                            + mulaw + [None])]
+
+
+def assemblyai_seeds() -> list[bytes]:
+    """The query AssemblyAI's SDK sends (lists JSON-encoded, Python's booleans), then its
+    audio and control texts."""
+    audio = pieces(speech(16000, 0.3).astype("<i2").tobytes(), 1600)
+    mulaw = pieces(mulaw_encode(speech(8000, 0.2)), 400)
+    force, keep, end = ('{"type": "ForceEndpoint"}', '{"type": "KeepAlive"}',
+                        '{"type": "Terminate"}')
+    update = json.dumps({"type": "UpdateConfiguration", "format_turns": True,
+                         "max_turn_silence": 700, "end_of_turn_confidence_threshold": 0.6})
+    return [encode_messages(["sample_rate=16000&encoding=pcm_s16le"] + audio + [end]),
+            encode_messages(["sample_rate=16000&format_turns=True&max_turn_silence=500"
+                             "&speech_model=universal-streaming-english"
+                             "&end_of_turn_confidence_threshold=0.7"]
+                            + audio[:3] + [keep, force, update] + audio[3:] + [end]),
+            encode_messages(["sample_rate=8000&encoding=pcm_mulaw"
+                             "&keyterms_prompt=%5B%22call%22%2C+%22five%22%5D"]
                             + mulaw + [None])]
 
 
@@ -258,6 +279,7 @@ def archive_seeds() -> list[bytes]:
 
 
 SEEDS = {"sherpa": sherpa_seeds, "vosk": vosk_seeds, "deepgram": deepgram_seeds,
+         "assemblyai": assemblyai_seeds,
          "realtime": realtime_seeds, "twilio": twilio_seeds,
          "audiofork": audiofork_seeds, "audiosocket": audiosocket_seeds,
          "multipart": multipart_seeds, "pcm": pcm_seeds, "config": config_seeds,
@@ -265,9 +287,15 @@ SEEDS = {"sherpa": sherpa_seeds, "vosk": vosk_seeds, "deepgram": deepgram_seeds,
          "archive": archive_seeds}
 
 
-def main() -> int:
+def main(targets: list[str]) -> int:
     total = 0
+    unknown = sorted(set(targets) - set(SEEDS))
+    if unknown:
+        print(f"unknown target {unknown[0]!r}: one of {', '.join(SEEDS)}", file=sys.stderr)
+        return 2
     for target, make in SEEDS.items():
+        if targets and target not in targets:
+            continue
         folder = CORPUS / target
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -280,4 +308,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
