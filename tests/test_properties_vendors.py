@@ -7,6 +7,10 @@ test_properties_protocols.py:
 - a Deepgram session feeds the audio exactly as sent until ``CloseStream``, an empty
   binary message or the drain, never after; its errors are ``bad_message`` / ``bad_json``;
   every message it sends is JSON of one of Deepgram's types;
+- AssemblyAI's handshake query likewise; an AssemblyAI session feeds the audio exactly as
+  sent until ``Terminate`` or the drain, never after; its errors are ``bad_message`` /
+  ``bad_json`` / ``bad_config`` / ``unsupported``; every message it sends is JSON of one of
+  AssemblyAI's types, its turns numbered in order;
 - an OpenAI Realtime session answers any events, valid ones with bad ones and mutated ones
   interleaved, without raising: a bad event gets an ``error`` event naming the client's
   ``event_id``; the audio fed is the appended audio, exactly, in whole samples.
@@ -20,6 +24,7 @@ from hypothesis import given, strategies as st
 
 from streamdec import SearchConfig
 from streamdec.errors import OptionError
+from streamdec.server import assemblyai
 from streamdec.server.deepgram import ENCODINGS, KNOWN, DeepgramSession, parse_deepgram_query
 from streamdec.server.options import MAX_RATE, MIN_RATE, StreamOptions
 from streamdec.server.session import DRAIN, Feed, Finish, ForceFinal, Send
@@ -141,3 +146,68 @@ def test_realtime_answers_every_event_and_feeds_exactly_the_appended_audio(data)
                     assert event["error"]["event_id"] in (_event_id(item), None)
         if item is DRAIN:
             break
+
+
+# -- AssemblyAI --------------------------------------------------------------------------------
+AAI_VALUES = VALUES | st.sampled_from(
+    ["pcm_s16le", "pcm_mulaw", "False", "[]", '["call"]', '["en"]', '["es"]', "500",
+     "universal-streaming-english", "0.4", "-1"])
+aai_queries = st.dictionaries(st.sampled_from(assemblyai.KNOWN) | st.text(max_size=6),
+                              st.lists(AAI_VALUES, min_size=1, max_size=2), max_size=8)
+
+
+@given(aai_queries, st.booleans())
+def test_assemblyai_query_gives_usable_options_or_option_error(query, with_rate):
+    if with_rate:
+        query = {**query, "sample_rate": ["16000"]}
+    try:
+        options = assemblyai.parse_assemblyai_query(query, search=SearchConfig())
+    except OptionError:
+        return
+    assert isinstance(options, StreamOptions)
+    assert MIN_RATE <= options.sample_rate <= MAX_RATE
+    assert options.encoding in assemblyai.ENCODINGS.values() and options.channels == 1
+    assert options.text_format in (None, "raw", "full")
+    assert not options.hotwords or options.search.method != "greedy"
+
+
+aai_texts = st.sampled_from(['{"type": "KeepAlive"}', '{"type": "ForceEndpoint"}',
+                             '{"type": "Terminate"}',
+                             '{"type": "UpdateConfiguration", "format_turns": true}',
+                             '{"type": "UpdateConfiguration", "max_turn_silence": 400}'])
+
+
+@given(st.data())
+def test_assemblyai_feeds_exactly_the_audio_sent_until_terminate(data):
+    options = assemblyai.parse_assemblyai_query({"sample_rate": ["16000"]},
+                                                search=SearchConfig())
+    session = assemblyai.AssemblyAISession(options, session_id="test")
+    valid = data.draw(st.lists(s16_audio | aai_texts.filter(lambda t: "Terminate" not in t),
+                               max_size=8))
+    valid.append('{"type": "Terminate"}')
+    items = _interleave(data, valid, noise | aai_texts | mutated(valid[-1:]))
+    outputs, error = drive(session.receive, items)
+    fed, finished, turns = [], False, []
+    for item, commands in zip(items, outputs):
+        for command in commands:
+            assert isinstance(command, (Feed, Finish, ForceFinal, Retune, Send))
+            sent = [command] if isinstance(command, Send) else []
+            if isinstance(command, Feed):
+                assert not finished and command.data is item and item
+                fed.append(item)
+                for final in (False, True):
+                    sent += session.result(0, result(final=final))
+            for message in (json.loads(c.text) for c in sent):
+                assert message["type"] in ("Turn", "Warning")
+                if message["type"] == "Turn":
+                    turns.append(message["turn_order"])
+            finished = finished or isinstance(command, Finish)
+    assert turns == sorted(turns) and all(b - a <= 1 for a, b in zip(turns, turns[1:]))
+    taken = items[:len(outputs)]
+    first_end = next((n for n, m in enumerate(taken) if m is DRAIN or (
+        isinstance(m, str) and m == '{"type": "Terminate"}')), len(taken))
+    assert fed == [m for m in taken[:first_end] if isinstance(m, bytes) and m]
+    if error is None:
+        assert finished
+    else:
+        assert error.kind in ("bad_message", "bad_json", "bad_config", "unsupported")
