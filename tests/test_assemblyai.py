@@ -26,39 +26,15 @@ import websockets
 
 from assemblyai.streaming.v3 import (StreamingClient, StreamingClientOptions,
                                      StreamingEvents, StreamingParameters)
-from server_utils import REPO, UNIT, run, sherpa_client, token_server
-from test_deepgram import CLIPS, SPEECH, pcm16, sherpa_words
-
-KEY = "aai-test-key"
-RATE = 16000
+from server_utils import REPO, UNIT, run, token_server
+# the same two real utterances, and the sherpa-onnx protocol's results for them (over this
+# module's server, whose token is the Deepgram tests' KEY), as the Deepgram tests use
+from test_deepgram import KEY, RATE, pcm16, sherpa, sherpa_words, speech  # noqa: F401
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     yield from token_server(tmp_path_factory.mktemp("aai"), KEY)
-
-
-@pytest.fixture(scope="module")
-def speech() -> np.ndarray:
-    """Two real utterances with 2 s of silence between them (two turns), float32."""
-    parts = []
-    for clip in CLIPS:
-        path = SPEECH / clip
-        assert path.is_file(), f"real speech missing: {path} (../shared/data/real-en)"
-        audio, rate = sf.read(path, dtype="float32")
-        assert rate == RATE
-        parts += [audio, np.zeros(2 * RATE, np.float32)]
-    return np.concatenate(parts[:-1])
-
-
-@pytest.fixture(scope="module")
-def sherpa(server, speech) -> list[dict]:
-    """The sherpa-onnx protocol's results for the same audio (int16 values, as the
-    AssemblyAI clients send them), the reference the tests here compare with."""
-    audio = (np.clip(speech, -1, 1) * 32767).round().astype(np.float32) / 32768
-    out = run(sherpa_client(server.url("/sherpa"), audio, 1600,
-                            additional_headers={"Authorization": f"Bearer {KEY}"}))
-    return out["results"]
 
 
 def stream(server, audio: bytes, piece: int = 3200, force_at: int | None = None,
