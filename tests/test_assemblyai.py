@@ -7,7 +7,8 @@ loopback, on real recorded speech (LibriSpeech, read from ``../shared/data/real-
   protocol's finals for the same audio, one ``end_of_turn`` per utterance, after partial
   turns; ``Begin`` first, ``Termination`` last;
 - ``ForceEndpoint`` ends a turn at its audio; ``format_turns`` adds the formatted turn;
-- the API key is checked as a streamdec token (``Authorization: KEY``, and ``?token=``); a
+- the API key is checked as a streamdec token (``Authorization: KEY``; a temporary token
+  there or in ``?token=``); a
   feature only AssemblyAI has is refused at the handshake (the SDK's error with 400); audio
   that cannot be decoded gets AssemblyAI's ``Error`` message and close 3007.
 """
@@ -38,14 +39,16 @@ def server(tmp_path_factory):
 
 
 def stream(server, audio: bytes, piece: int = 3200, force_at: int | None = None,
-           key: str = KEY, **params) -> list:
+           key: str = KEY, temporary: bool = False, **params) -> list:
     """The SDK's streaming client sends ``audio`` in pieces, ``ForceEndpoint`` before piece
     ``force_at``, then ``Terminate``; returns every event it dispatched, in order (an
-    error as the SDK's ``StreamingError``)."""
+    error as the SDK's ``StreamingError``). ``temporary``: ``key`` given to the SDK as a
+    temporary token, not as the API key."""
     events: list = []
     done = threading.Event()
     client = StreamingClient(StreamingClientOptions(
-        api_key=key, api_host=f"ws://127.0.0.1:{server.port}", connect_timeout=10 * UNIT,
+        api_key=None if temporary else key, token=key if temporary else None,
+        api_host=f"ws://127.0.0.1:{server.port}", connect_timeout=10 * UNIT,
         terminate_timeout=60 * UNIT))
     for kind in (StreamingEvents.Begin, StreamingEvents.Turn, StreamingEvents.Termination,
                  StreamingEvents.Warning):
@@ -131,6 +134,14 @@ def test_sdk_force_endpoint_and_formatted_turns(server, speech):
 def test_sdk_refused_handshakes(server, params, key, status):
     (error,) = stream(server, b"\0\0" * 1600, key=key, **params)
     assert error.code == status and f"HTTP {status}" in str(error)
+
+
+def test_sdk_with_a_temporary_token(server, speech):
+    events = stream(server, pcm16(speech[:RATE]), temporary=True)
+    assert [e.type for e in (events[0], events[-1])] == ["Begin", "Termination"]
+    assert events[-1].audio_duration_seconds == 1
+    (error,) = stream(server, b"\0\0" * 1600, key="expired", temporary=True)
+    assert error.code == 401
 
 
 def test_temporary_token_in_the_query_and_update_configuration(server):
