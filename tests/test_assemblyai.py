@@ -8,9 +8,10 @@ loopback, on real recorded speech (LibriSpeech, read from ``../shared/data/real-
   turns; ``Begin`` first, ``Termination`` last;
 - ``ForceEndpoint`` ends a turn at its audio; ``format_turns`` adds the formatted turn;
 - the API key is checked as a streamdec token (``Authorization: KEY``; a temporary token
-  there or in ``?token=``); a
-  feature only AssemblyAI has is refused at the handshake (the SDK's error with 400); audio
-  that cannot be decoded gets AssemblyAI's ``Error`` message and close 3007.
+  there or in ``?token=``); a feature only AssemblyAI has is refused at the handshake (the
+  SDK's error with 400); audio that cannot be decoded gets AssemblyAI's ``Error`` message
+  and close 3007; an update that cannot apply gets a ``Warning``;
+- ``bench/daemon/load.py --protocol assemblyai`` runs (a seconds-long smoke).
 """
 
 from __future__ import annotations
