@@ -10,7 +10,8 @@ loopback, on real recorded speech (LibriSpeech, read from ``../shared/data/real-
 - the API key is checked as a streamdec token (``Authorization: KEY``; a temporary token
   there or in ``?token=``); a feature only AssemblyAI has is refused at the handshake (the
   SDK's error with 400); audio that cannot be decoded gets AssemblyAI's ``Error`` message
-  and close 3007; an update that cannot apply gets a ``Warning``;
+  and close 3007; an update of ``max_turn_silence`` applies to the audio after it, one
+  that cannot apply gets a ``Warning``;
 - ``bench/daemon/load.py --protocol assemblyai`` runs (a seconds-long smoke).
 """
 
@@ -27,7 +28,8 @@ import soundfile as sf
 import websockets
 
 from assemblyai.streaming.v3 import (StreamingClient, StreamingClientOptions,
-                                     StreamingEvents, StreamingParameters)
+                                     StreamingEvents, StreamingParameters,
+                                     StreamingSessionParameters)
 from server_utils import REPO, UNIT, run, token_server
 # the same two real utterances, and the sherpa-onnx protocol's results for them (over this
 # module's server, whose token is the Deepgram tests' KEY), as the Deepgram tests use
@@ -126,6 +128,28 @@ def test_sdk_force_endpoint_and_formatted_turns(server, speech):
         assert [w.start for w in f.words] == [w.start for w in r.words]
 
 
+def test_sdk_update_configuration_changes_the_silence_that_ends_a_turn(server, speech,
+                                                                        sherpa):
+    """``set_params`` (UpdateConfiguration) with a ``max_turn_silence`` longer than the 2 s
+    between the utterances, sent after the stream began: the first turn goes on past the
+    silence into the second utterance."""
+    events: list = []
+    client = StreamingClient(StreamingClientOptions(
+        api_key=KEY, api_host=f"ws://127.0.0.1:{server.port}", connect_timeout=10 * UNIT,
+        terminate_timeout=60 * UNIT))
+    client.on(StreamingEvents.Turn, lambda _, event: events.append(event))
+    client.on(StreamingEvents.Error, lambda _, error: events.append(error))
+    client.connect(StreamingParameters(sample_rate=RATE))
+    audio = pcm16(speech)
+    client.stream(audio[:3200])
+    client.set_params(StreamingSessionParameters(max_turn_silence=5000))
+    client.stream(audio[3200 + n:3200 + n + 3200] for n in range(0, len(audio) - 3200, 3200))
+    client.disconnect(terminate=True)
+    texts = [r["text"] for r in sherpa if r["is_final"] and r["text"]]
+    got = [e.transcript for e in ends(events)]
+    assert got and got[0].startswith(texts[0] + " ") and got[0] != texts[0], got
+
+
 @pytest.mark.parametrize("params, key, status", [
     ({"speaker_labels": True}, KEY, 400),  # a feature only AssemblyAI has
     ({"encoding": "opus"}, KEY, 400),  # a codec
@@ -150,7 +174,8 @@ def test_temporary_token_in_the_query_and_update_configuration(server):
         url = server.url(f"/v3/ws?sample_rate=16000&token={KEY}")
         async with websockets.connect(url) as ws:
             begin = json.loads(await ws.recv())
-            await ws.send(json.dumps({"type": "UpdateConfiguration", "max_turn_silence": 500}))
+            await ws.send(json.dumps({"type": "UpdateConfiguration",
+                                      "keyterms_prompt": ["call"]}))
             warning = json.loads(await ws.recv())
             await ws.send(json.dumps({"type": "Terminate"}))
             termination = json.loads(await ws.recv())

@@ -177,10 +177,14 @@ def test_force_endpoint_and_update_configuration():
     (retune,) = s.receive('{"type": "UpdateConfiguration", "format_turns": true, '
                           '"end_of_turn_confidence_threshold": 0.7}')
     assert retune == Retune(s.options) and s.options.text_format == "full"
-    warnings = sent(s.receive('{"type": "UpdateConfiguration", "max_turn_silence": 500, '
-                              '"keyterms_prompt": ["call"]}'))
-    assert [(w["type"], w["warning_code"]) for w in warnings] == [("Warning", 3006)] * 2
-    assert "max_turn_silence is not applied" in warnings[0]["warning"]
+    assert s.receive('{"type": "UpdateConfiguration", "min_turn_silence": 100}') == []
+    (retune,) = s.receive('{"type": "UpdateConfiguration", "max_turn_silence": 500}')
+    assert retune.options.endpoint.rule2.min_trailing_silence == 0.5
+    assert retune.options.endpoint.rule1 == EndpointConfig().rule1
+    assert retune.options.text_format == "full"  # the earlier update stays
+    (warning,) = sent(s.receive('{"type": "UpdateConfiguration", "keyterms_prompt": ["x"]}'))
+    assert (warning["type"], warning["warning_code"]) == ("Warning", 3006)
+    assert "keyterms_prompt is not applied" in warning["warning"]
 
 
 @pytest.mark.parametrize("messages, kind, text", [

@@ -10,9 +10,9 @@ without effect, ``REFUSED`` what is refused with HTTP 400 when on); the API key
 Client -> server: binary messages of raw audio (``pcm_s16le`` or ``pcm_mulaw`` at
 ``sample_rate``); text messages ``{"type": "ForceEndpoint"}`` (end the open turn now),
 ``{"type": "KeepAlive"}`` (nothing but the idle timer), ``{"type": "UpdateConfiguration",
-...}`` (``format_turns`` applies from then on; the ignored fields are taken; a field
-that changes the decoding is not applied once the streams are open: a ``Warning`` says
-so) and ``{"type": "Terminate"}`` (end of input).
+...}`` (``format_turns`` and ``max_turn_silence`` apply to the audio from then on; the
+ignored fields are taken; ``keyterms_prompt`` cannot change the open streams' search: a
+``Warning`` says so) and ``{"type": "Terminate"}`` (end of input).
 
 Server -> client, one JSON text message each:
 
@@ -95,6 +95,8 @@ class AssemblyAISettings:
     """What an AssemblyAI client asked for beyond the stream options."""
 
     expires_in: float = 4 * 3600.0  # seconds from the start to ``Begin``'s expires_at
+    endpoint: EndpointConfig = EndpointConfig()  # the server's rules, which updates change
+    endpoint_limits: EndpointLimits = EndpointLimits()  # within the server's bounds
 
 
 def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -216,7 +218,9 @@ def assemblyai_parser(context):
         options = parse_assemblyai_query(
             query, search=recognizer.config.search, endpoint=recognizer.config.endpoint,
             endpoint_limits=context.config.endpoint_limits())
-        settings = AssemblyAISettings(expires_in=context.config.max_stream_seconds)
+        settings = AssemblyAISettings(expires_in=context.config.max_stream_seconds,
+                                      endpoint=recognizer.config.endpoint,
+                                      endpoint_limits=context.config.endpoint_limits())
         return options, AssemblyAISession(options, settings)
     return parse
 
@@ -317,8 +321,9 @@ class AssemblyAISession:
         return self._update(command)
 
     def _update(self, update: dict) -> list[Command]:
-        """``UpdateConfiguration``: ``format_turns`` from now on; the ignored fields taken;
-        a field that changes the decoding answered with a ``Warning`` (not applied)."""
+        """``UpdateConfiguration``: ``format_turns`` and ``max_turn_silence`` for the audio
+        to come; the ignored fields taken; ``keyterms_prompt`` answered with a ``Warning``
+        (a search's hotwords are fixed when its stream opens)."""
         fields = {k: v for k, v in update.items() if k != "type"}
         unknown = sorted(set(fields) - set(KNOWN))
         if unknown:
@@ -326,24 +331,27 @@ class AssemblyAISession:
         refused = [n for n in REFUSED if fields.get(n) not in (None, False, [])]
         if refused:
             raise ClientError("unsupported", f"{refused[0]} is not supported by this server")
-        out: list[Command] = []
+        options = self.options
         try:
             if fields.get("format_turns") is not None:
-                self.options = replace(self.options,
-                                       text_format=_text_format(fields["format_turns"]))
-                out.append(Retune(self.options))
+                options = replace(options, text_format=_text_format(fields["format_turns"]))
             if fields.get("max_turn_silence") is not None:
-                _silence(fields["max_turn_silence"], EndpointConfig(), EndpointLimits())
+                options = replace(options, endpoint=_silence(
+                    fields["max_turn_silence"], options.endpoint or self.settings.endpoint,
+                    self.settings.endpoint_limits))
             if fields.get("keyterms_prompt") is not None:
                 _keyterms(fields["keyterms_prompt"])
         except OptionError as e:
             raise ClientError("bad_config", f"Invalid Message: {e}") from None
-        for name in ("max_turn_silence", "keyterms_prompt"):
-            if fields.get(name) is not None:
-                out.append(self._send({
-                    "type": "Warning", "warning_code": UPDATE_NOT_APPLIED,
-                    "warning": f"{name} is not applied to an open stream here: give it in "
-                               "the connection's query"}))
+        out: list[Command] = []
+        if options != self.options:
+            self.options = options
+            out.append(Retune(options))
+        if fields.get("keyterms_prompt") is not None:
+            out.append(self._send({
+                "type": "Warning", "warning_code": UPDATE_NOT_APPLIED,
+                "warning": "keyterms_prompt is not applied to an open stream here: give it "
+                           "in the connection's query"}))
         return out
 
     # -- results ---------------------------------------------------------------------------

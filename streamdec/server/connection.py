@@ -423,6 +423,9 @@ class Connection:
                 except StreamdecError as e:  # TokenizeError / ConfigError
                     raise ClientError("bad_config", f"config: {e}") from None
             elif isinstance(command, Retune):
+                if command.options.endpoint != self.options.endpoint:
+                    for live in self.lives:  # read at each chunk's gather, on this thread
+                        live.stream.endpoint = command.options.endpoint
                 self.options = command.options
             elif isinstance(command, Close):
                 await self.close(command.code, command.reason)

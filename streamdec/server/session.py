@@ -19,7 +19,8 @@ command            the connection
 ``Send(text)``     sends a text message
 ``Reopen(opts)``   opens the channels' streams anew with these options (``bad_config`` when
                    unusable)
-``Retune(opts)``   takes these options for the audio to come (its rate), keeping the streams
+``Retune(opts)``   takes these options for the audio to come (its rate, text format and
+                   endpoint rules), keeping the streams
 ``Close(code)``    closes the connection normally: the session is over
 =================  ===========================================================================
 
