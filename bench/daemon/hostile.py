@@ -40,6 +40,9 @@ kind                   what the client does                                   mu
 ``twilio_early``       Twilio ``media`` before ``start``                      close 1003, 3 s
 ``deepgram_bad_audio`` Deepgram (``/v1/listen``, linear16): half a sample     close 1008
                        as its audio                                           (DATA-0000), 3 s
+``assemblyai_bad_      AssemblyAI (``/v3/ws``, pcm_s16le): half a sample as    close 3007
+audio``                its audio                                              (its Error
+                                                                              first), 3 s
 ``realtime_bad_then_   OpenAI Realtime (``/v1/realtime``): an append that is   close 1008
 silent``               not base64 (answered by an error event, the session    (idle),
                        goes on), then nothing                                 T + 2 s
@@ -108,7 +111,7 @@ RSS_SLACK = 32 * 2**20  # and in all (allocator growth, the log, metrics)
 SAMPLE_SECONDS = 0.25
 KINDS = ("slowloris", "never_reads", "big_frame", "ping_flood", "bad_utf8", "cut_header",
          "audiosocket_long", "audiosocket_short", "twilio_early", "deepgram_bad_audio",
-         "realtime_bad_then_silent", "upload_stall", "upload_endless")
+         "assemblyai_bad_audio", "realtime_bad_then_silent", "upload_stall", "upload_endless")
 
 
 def expected(kind: str, idle: float) -> tuple[set, float]:
@@ -124,6 +127,7 @@ def expected(kind: str, idle: float) -> tuple[set, float]:
             "audiosocket_short": ({("eof", None)}, T + 2),
             "twilio_early": ({("close", 1003)}, 3.0),
             "deepgram_bad_audio": ({("close", 1008)}, 3.0),
+            "assemblyai_bad_audio": ({("close", 3007)}, 3.0),
             "realtime_bad_then_silent": ({("close", 1008)}, T + 2),
             "upload_stall": ({("http", 408)}, T + 2),
             "upload_endless": ({("http", 413), ("reset", None)}, 10.0)}[kind]
@@ -424,13 +428,21 @@ class Hostile:
         writer.close()
         return {**out, "peer": peer}
 
-    async def deepgram_bad_audio(self, t0, limit):
-        reader, writer = await ws_open(self.port, "/v1/listen?encoding=linear16&sample_rate=16000")
+    async def _half_a_sample(self, t0, limit, path: str):
+        """Half a 16-bit sample as the audio of a vendor protocol at ``path``."""
+        reader, writer = await ws_open(self.port, path)
         peer = local_peer(writer)
         writer.write(frame(0x2, b"\x00\x00\x00"))
         out = await until_closed(reader, writer, t0, limit)
         writer.close()
         return {**out, "peer": peer}
+
+    async def deepgram_bad_audio(self, t0, limit):
+        return await self._half_a_sample(t0, limit,
+                                         "/v1/listen?encoding=linear16&sample_rate=16000")
+
+    async def assemblyai_bad_audio(self, t0, limit):
+        return await self._half_a_sample(t0, limit, "/v3/ws?sample_rate=16000")
 
     async def realtime_bad_then_silent(self, t0, limit):
         reader, writer = await ws_open(self.port, "/v1/realtime?intent=transcription")
