@@ -33,7 +33,8 @@ from assemblyai.streaming.v3 import (StreamingClient, StreamingClientOptions,
 from server_utils import REPO, UNIT, run, token_server
 # the same two real utterances, and the sherpa-onnx protocol's results for them (over this
 # module's server, whose token is the Deepgram tests' KEY), as the Deepgram tests use
-from test_deepgram import KEY, RATE, pcm16, sherpa, sherpa_words, speech  # noqa: F401
+from test_deepgram import (CLIPS, KEY, RATE, SPEECH, pcm16, sherpa,  # noqa: F401
+                           sherpa_words, speech)
 
 
 @pytest.fixture(scope="module")
@@ -99,19 +100,31 @@ def test_sdk_turns_match_the_sherpa_protocol(server, speech, sherpa):
     assert events[-1].audio_duration_seconds == round(len(speech) / RATE)
 
 
+def first_utterance(speech: np.ndarray) -> np.ndarray:
+    """The first utterance and the 2 s of silence after it (its end of turn comes there)."""
+    return speech[:sf.info(SPEECH / CLIPS[0]).frames + 2 * RATE]
+
+
 def test_the_documented_client_runs(server, speech, sherpa, tmp_path):
     """clients/assemblyai_live.py, the docs' example, prints the turns with word times."""
-    wav = tmp_path / "two.wav"
-    sf.write(wav, speech, RATE, subtype="PCM_16")
+    wav = tmp_path / "one.wav"
+    audio = first_utterance(speech)
+    sf.write(wav, audio, RATE, subtype="PCM_16")
     done = subprocess.run(
         [sys.executable, str(REPO / "clients" / "assemblyai_live.py"), str(wav),
          "--url", f"ws://127.0.0.1:{server.port}", "--key", KEY],
         capture_output=True, text=True, timeout=120 * UNIT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    texts = [r["text"] for r in sherpa if r["is_final"] and r["text"]]
-    assert [line.split("    [")[0] for line in lines[:-1]] == texts
-    assert lines[-1] == f"({round(len(speech) / RATE)} s of audio)"
+    first = next(r for r in sherpa if r["is_final"] and r["text"])
+    (turn,) = lines[:-1]
+    text, times = turn.split("    [")
+    assert text == first["text"]
+    ours = [(w.rsplit("@", 1)[0], float(w.rsplit("@", 1)[1])) for w in times[:-1].split()]
+    theirs = sherpa_words([first])
+    assert [w for w, _ in ours] == [w for w, _ in theirs]
+    assert np.allclose([t for _, t in ours], [t for _, t in theirs], atol=0.0101)
+    assert lines[-1] == f"({round(len(audio) / RATE)} s of audio)"
 
 
 def test_sdk_force_endpoint_and_formatted_turns(server, speech):
@@ -140,7 +153,7 @@ def test_sdk_update_configuration_changes_the_silence_that_ends_a_turn(server, s
     client.on(StreamingEvents.Turn, lambda _, event: events.append(event))
     client.on(StreamingEvents.Error, lambda _, error: events.append(error))
     client.connect(StreamingParameters(sample_rate=RATE))
-    audio = pcm16(speech)
+    audio = pcm16(speech[:len(first_utterance(speech)) + 3 * RATE])  # 3 s of the second
     client.stream(audio[:3200])
     client.set_params(StreamingSessionParameters(max_turn_silence=5000))
     client.stream(audio[3200 + n:3200 + n + 3200] for n in range(0, len(audio) - 3200, 3200))
