@@ -5,7 +5,7 @@ loopback, on real recorded speech (LibriSpeech, read from ``../shared/data/real-
 
 - the SDK's turns end with the same texts and word start times as the sherpa-onnx
   protocol's finals for the same audio, one ``end_of_turn`` per utterance, after partial
-  turns; ``Begin`` first, ``Termination`` last;
+  turns; ``Begin`` first, ``Termination`` last; so too ``pcm_mulaw`` at 8 kHz;
 - ``ForceEndpoint`` ends a turn at its audio; ``format_turns`` adds the formatted turn;
 - the API key is checked as a streamdec token (``Authorization: KEY``; a temporary token
   there or in ``?token=``); a feature only AssemblyAI has is refused at the handshake (the
@@ -21,16 +21,22 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
+import soxr
 import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+from call_common import mulaw_encode  # noqa: E402  (G.711 as the telephony clients send it)
 
 from assemblyai.streaming.v3 import (StreamingClient, StreamingClientOptions,
                                      StreamingEvents, StreamingParameters,
                                      StreamingSessionParameters)
-from server_utils import REPO, UNIT, run, token_server
+from server_utils import REPO, UNIT, run, sherpa_client, token_server
+from streamdec.audio.pcm import decode_pcm
 # the same two real utterances, and the sherpa-onnx protocol's results for them (over this
 # module's server, whose token is the Deepgram tests' KEY), as the Deepgram tests use
 from test_deepgram import (CLIPS, KEY, RATE, SPEECH, pcm16, sherpa,  # noqa: F401
@@ -59,7 +65,7 @@ def stream(server, audio: bytes, piece: int = 3200, force_at: int | None = None,
         client.on(kind, lambda _, event: events.append(event))
     client.on(StreamingEvents.Error, lambda _, error: (events.append(error), done.set()))
     client.on(StreamingEvents.Termination, lambda *_: done.set())
-    client.connect(StreamingParameters(sample_rate=RATE, **params))
+    client.connect(StreamingParameters(**{"sample_rate": RATE, **params}))
     for n, start in enumerate(range(0, len(audio), piece)):
         if n == force_at:
             client.force_endpoint()
@@ -125,6 +131,24 @@ def test_the_documented_client_runs(server, speech, sherpa, tmp_path):
     assert [w for w, _ in ours] == [w for w, _ in theirs]
     assert np.allclose([t for _, t in ours], [t for _, t in theirs], atol=0.0101)
     assert lines[-1] == f"({round(len(audio) / RATE)} s of audio)"
+
+
+def test_sdk_mulaw_at_8k_matches_the_sherpa_protocol(server, speech):
+    """``pcm_mulaw`` at 8 kHz (G.711 as the telephony clients encode it): the same finals
+    and word times as the sherpa-onnx protocol on the samples the server decodes."""
+    pcm8 = soxr.resample(first_utterance(speech), RATE, 8000)
+    ulaw = mulaw_encode(np.clip(np.round(pcm8 * 32767), -32768, 32767).astype("<i2"))
+    events = stream(server, ulaw, piece=800, encoding="pcm_mulaw", sample_rate=8000)
+    decoded = decode_pcm(ulaw, "mulaw")
+    sherpa8 = run(sherpa_client(server.url("/sherpa?sample_rate=8000"), decoded, 800,
+                                additional_headers={"Authorization": f"Bearer {KEY}"}))
+    theirs = [r for r in sherpa8["results"] if r["is_final"] and r["text"]]
+    got = ends(events)
+    assert [t.transcript for t in got] == [r["text"] for r in theirs] and len(got) == 1
+    ours = words(got)
+    assert [w for w, _ in ours] == [w for w, _ in sherpa_words(theirs)]
+    assert np.allclose([t for _, t in ours], [t for _, t in sherpa_words(theirs)],
+                       atol=0.0101)
 
 
 def test_sdk_force_endpoint_and_formatted_turns(server, speech):
