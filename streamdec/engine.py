@@ -533,6 +533,9 @@ class Engine:
     def _refresh(self, live: LiveStream, partial: Result) -> None:
         agreement, loop = self.recognizer.local_agreement, self._loop
         clip = agreement.clip(live.stream.kept, partial)  # here: the kept audio moves
+        if clip is None:  # the utterance is longer than the audio kept
+            self._refresh_counted("skipped")
+            return
         live._refreshing = True
         self._refreshes_running += 1
 
@@ -557,20 +560,18 @@ class Engine:
             self._refresh_counted("dropped")
             return
         words = work.result()
-        if words is None:  # the utterance is longer than the audio kept
-            self._refresh_counted("skipped")
-            return
         last, state = live._partial, live.stream.agreement
         if live.closed or last is None or state is None \
                 or last.segment != partial.segment or state.segment != partial.segment:
             self._refresh_counted("dropped")
             return
         agreement = self.recognizer.local_agreement
-        state = agreement.agreed(state, words)
-        live.stream.agreement = state
+        live.stream.agreement = agreement.agreed(state, words)
         self._refresh_counted("done")
-        live._held.append(agreement.shown(state, last))
-        live._release()
+        shown = agreement.shown(live.stream.agreement, last)
+        if shown != agreement.shown(state, last):  # (the partial handed out last)
+            live._held.append(shown)
+            live._release()
         self._refresh_if_due(live, last)  # one was due while this ran
 
     def _refresh_counted(self, outcome: str) -> None:
