@@ -32,6 +32,10 @@ with words is held, with every result after it, while an offline model decodes i
 utterance in threads of its own; it goes out with the second pass's words, or as the first
 pass made it, marked ``second_pass="skipped"``, once ``deadline_seconds`` have passed since
 it was committed or when ``queue`` second passes are running already.
+A stream with local agreement (``streamdec.core.local_agreement``) has its partials
+refreshed in the same threads, one refresh at a time per stream (one due meanwhile starts
+as it ends) and only on a free thread (else skipped and counted); a refresh that ends
+hands the open segment's partial out again.
 
 Back-pressure: ``feed`` accepts the samples, then waits while the stream holds more than
 ``max_pending_seconds`` of audio not yet decoded; an adapter that awaits it stops reading
@@ -124,7 +128,11 @@ class EngineObserver(Protocol):
     def on_stream_error(self, error: StreamdecError) -> None:
         """A stream's decode failed."""
 
-    # optional (an observer without it is not told):
+    # optional (an observer without them is not told):
+    # def on_partial_refresh(self, outcome: str) -> None:
+    #     """A partial refresh due (local agreement) ended: ``done``, ``skipped`` (not
+    #     run: the stream's last still running, the threads busy, the audio not kept) or
+    #     ``dropped`` (its segment closed before it ended, or it failed)."""
     # def on_second_pass(self, status: str, seconds: float) -> None:
     #     """A final's second pass ended ``status`` (done, rejected, skipped) ``seconds``
     #     after the first pass's final was committed."""
@@ -145,6 +153,10 @@ class LiveStream:
         # feature frame counts at which chunks became whole, with the time (latency)
         self._chunk_marks: collections.deque[tuple[int, float]] = collections.deque()
         self._next_chunk_end = engine.recognizer.meta.chunk_frames
+        # local agreement: the open segment's last first-pass partial (None: none open) and
+        # whether a refresh of this stream is running
+        self._partial: Result | None = None
+        self._refreshing = False
 
     # -- audio in --------------------------------------------------------------------------
     async def feed(self, sample_rate: int, samples: np.ndarray) -> float:
@@ -289,8 +301,12 @@ class LiveStream:
             if engine._second is not None and self.stream.kept is not None \
                     and engine._second.applies(r):
                 self._held.append(engine._second_pass(self, r))
+            elif not r.is_final and self.stream.agreement is not None:
+                self._held.append(engine._refreshed(self, r))
             else:
                 self._held.append(r)
+            if r.is_final:
+                self._partial = None
         self._release()
 
     def _release(self) -> None:
@@ -342,6 +358,7 @@ class Engine:
         self._second = recognizer.second_pass
         self._second_pool: ThreadPoolExecutor | None = None
         self._second_running = 0  # second passes submitted and not finished
+        self._refreshes_running = 0  # partial refreshes (local agreement) not finished
         self._progress: asyncio.Event | None = None  # set after every commit
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -408,12 +425,13 @@ class Engine:
     def open(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
              phrases: Sequence[str] | None = None, vad: bool | None = None,
              endpoint: EndpointConfig | None = None,
-             second_pass: bool | None = None) -> LiveStream:
+             second_pass: bool | None = None,
+             local_agreement: bool | None = None) -> LiveStream:
         """A new live stream (ConfigError / TokenizeError for unusable options); see
         ``Recognizer.create_stream`` for the arguments."""
         live = LiveStream(self, self.recognizer.create_stream(
             search=search, hotwords=hotwords, phrases=phrases, vad=vad, endpoint=endpoint,
-            second_pass=second_pass))
+            second_pass=second_pass, local_agreement=local_agreement))
         self._streams[live.stream] = live
         return live
 
@@ -486,6 +504,80 @@ class Engine:
             live._release()
         if self._progress is not None:
             self._progress.set()
+
+    # -- partials refreshed by local agreement -------------------------------------------------
+    def _refreshed(self, live: LiveStream, partial: Result) -> Result:
+        """``partial`` as handed out with its stream's agreement (loop thread), a refresh
+        over its audio started when one is due (``_refresh_if_due``)."""
+        agreement = self.recognizer.local_agreement
+        live.stream.agreement = agreement.state_for(live.stream.agreement, partial)
+        live._partial = partial
+        self._refresh_if_due(live, partial)
+        return agreement.shown(live.stream.agreement, partial)
+
+    def _refresh_if_due(self, live: LiveStream, partial: Result) -> None:
+        """Start a refresh over ``partial``'s audio when one is due: at once on a free
+        thread, after the stream's own refresh when one is running (it calls this again as it
+        ends), else skipped (the threads busy): counted, the next due an interval later."""
+        agreement = self.recognizer.local_agreement
+        state = live.stream.agreement
+        if live._refreshing or not agreement.due(state, partial):
+            return
+        live.stream.agreement = agreement.started(state, partial)
+        busy = self._second_running + self._refreshes_running
+        if self._second_pool is None or busy >= self._second.config.workers:
+            self._refresh_counted("skipped")
+        else:
+            self._refresh(live, partial)
+
+    def _refresh(self, live: LiveStream, partial: Result) -> None:
+        agreement, loop = self.recognizer.local_agreement, self._loop
+        clip = agreement.clip(live.stream.kept, partial)  # here: the kept audio moves
+        if clip is None:  # the utterance is longer than the audio kept
+            self._refresh_counted("skipped")
+            return
+        live._refreshing = True
+        self._refreshes_running += 1
+
+        def finished(work: concurrent.futures.Future) -> None:  # a second-pass thread
+            try:
+                loop.call_soon_threadsafe(self._refresh_finished, live, partial, work)
+            except RuntimeError:  # the loop is closed
+                pass
+
+        self._second_pool.submit(agreement.decode, partial, clip).add_done_callback(finished)
+
+    def _refresh_finished(self, live: LiveStream, partial: Result,
+                          work: concurrent.futures.Future) -> None:
+        """A refresh ended (loop thread): its words merged into the stream's agreement and
+        the open segment's last partial handed out again with it (``done``), unless that
+        segment or the stream has closed meanwhile, or the decode failed (``dropped``)."""
+        self._refreshes_running -= 1
+        live._refreshing = False
+        if work.cancelled() or work.exception() is not None:
+            if not work.cancelled():
+                log.error("a partial refresh failed", exc_info=work.exception())
+            self._refresh_counted("dropped")
+            return
+        words = work.result()
+        last, state = live._partial, live.stream.agreement
+        if live.closed or last is None or state is None \
+                or last.segment != partial.segment or state.segment != partial.segment:
+            self._refresh_counted("dropped")
+            return
+        agreement = self.recognizer.local_agreement
+        live.stream.agreement = agreement.agreed(state, words)
+        self._refresh_counted("done")
+        shown = agreement.shown(live.stream.agreement, last)
+        if shown != agreement.shown(state, last):  # (the partial handed out last)
+            live._held.append(shown)
+            live._release()
+        self._refresh_if_due(live, last)  # one was due while this ran
+
+    def _refresh_counted(self, outcome: str) -> None:
+        hook = getattr(self.observer, "on_partial_refresh", None)
+        if hook is not None:
+            hook(outcome)
 
     @property
     def active_streams(self) -> int:

@@ -1,7 +1,9 @@
 """The second pass on live streams and through every door: the engine (held finals, the
 deadline, the queue bound, the order of results, the observer's counts), ``streamdec
-transcribe --config two-pass``, and a real ``streamdec serve`` process with it on (the
-sherpa-onnx protocol's ``second_pass`` query option, Vosk's config key, ``/metrics``).
+transcribe --config two-pass`` (its live line on a pseudo-terminal too), and a real
+``streamdec serve`` process with it on (the sherpa-onnx protocol's ``second_pass`` and
+``local_agreement`` query options, Vosk's config key, the file endpoint's form field through
+OpenAI's SDK, a Twilio call's custom parameter, ``/metrics``).
 Whisper tiny.en through faster-whisper (the ``two-pass`` extra); real recorded speech:
 alsa-utils' phrases (the real dev set, bench/accuracy/realvoice.py)."""
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -21,11 +24,13 @@ import websockets
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "clients"))
 
 from bench.accuracy.realvoice import ALSA, real_dev_set  # noqa: E402
 from server_utils import (UNIT, ServerProcess, get, messages_until_closed, run,  # noqa: E402
                           sherpa_client, vosk_client)
 from streamdec.appconfig import load_config  # noqa: E402
+from streamdec.core.drive import decode_audio  # noqa: E402
 from streamdec.core.recognizer import Recognizer  # noqa: E402
 from streamdec.core.second_pass import DONE, SKIPPED, SecondPass  # noqa: E402
 from streamdec.engine import Engine, run_stream  # noqa: E402
@@ -42,6 +47,13 @@ def phrases():
     """Front_Left, Rear_Right at 16 kHz."""
     return [soxr.resample(u.samples, u.rate, RATE).astype(np.float32)
             for u in real_dev_set(["alsa/Front_Left", "alsa/Rear_Right"])]
+
+
+@pytest.fixture(scope="module")
+def dev_sentence():
+    """A LibriVox sentence of the real dev set (3 s) at 16 kHz."""
+    u = real_dev_set(["librivox/sense_and_sensibility_01_austen_64kb-0880"])[0]
+    return soxr.resample(u.samples, u.rate, RATE).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +178,170 @@ def test_server_vosk_config_key(server, phrases):
 
     replies, code, reason = run(bad_config())
     assert (code, reason) == (1008, "config second_pass must be a boolean, got 'yes'"), replies
+
+
+def _refreshes(server) -> float:
+    """``streamdec_partial_refresh_total`` over its outcomes, from /metrics."""
+    status, body = get(server.http("/metrics"))
+    assert status == 200
+    return sum(float(line.split()[-1]) for line in body.splitlines()
+               if line.startswith("streamdec_partial_refresh_total{"))
+
+
+def test_server_local_agreement_is_a_connection_option(server, dev_sentence):
+    """sherpa-onnx protocol: ``?local_agreement=true`` refreshes that connection's partials
+    (counted in /metrics; their stable part only grows; the final is the second pass's);
+    without it none is; a value other than true or false is refused at the handshake."""
+    before = _refreshes(server)
+    plain = run(sherpa_client(server.url("/"), dev_sentence, 1600))
+    assert _refreshes(server) == before
+    out = run(sherpa_client(server.url("/?local_agreement=true"), dev_sentence, 1600))
+    assert _refreshes(server) >= before + 1
+    partials = [r for r in out["results"] if not r["is_final"]]
+    for a, b in zip(partials, partials[1:]):
+        if a["segment"] == b["segment"]:
+            assert b["text"].startswith(a["text"][:a["stable"]]) and b["stable"] >= a["stable"]
+    finals = [(r["text"], r["second_pass"]) for r in out["results"] if r["is_final"]
+              and r["text"]]
+    assert finals == [(r["text"], r["second_pass"]) for r in plain["results"]
+                      if r["is_final"] and r["text"]]
+    assert [status for _, status in finals] == [DONE]
+
+    async def bad():
+        with pytest.raises(websockets.InvalidStatus) as e:
+            async with websockets.connect(server.url("/?local_agreement=maybe")):
+                pass
+        return e.value.response
+
+    response = run(bad())
+    assert response.status_code == 400
+    assert b"local_agreement must be true or false, got 'maybe'" in response.body
+
+
+def test_openai_file_endpoint_second_pass_field(server, rec):
+    """``POST /v1/audio/transcriptions`` through OpenAI's own SDK: the form field
+    ``second_pass`` (``extra_body``) turns it off for that request; on, the text is the
+    second pass's; a value other than true or false is a 400."""
+    from openai import BadRequestError, OpenAI
+
+    client = OpenAI(api_key="unused", base_url=server.http("/v1"), max_retries=0)
+    path = ALSA / "Front_Left.wav"
+
+    def text(**extra):
+        with open(path, "rb") as f:
+            return client.audio.transcriptions.create(
+                model="whisper-1", file=f, extra_body={"text_format": "raw", **extra}).text
+
+    import soundfile as sf
+
+    samples, rate = sf.read(str(path), dtype="float32")
+    served = Recognizer(replace(rec.config, search=None), model=rec.model,  # PATIENT's search
+                        symbols=rec.symbols, second_pass=rec.second_pass)
+    first = " ".join(e.text for e in decode_audio(
+        served, served.create_stream(second_pass=False), rate, [samples]) if e.is_final and e.text)
+    assert text() == "Front left."  # Whisper's own text, which no text format re-makes
+    assert text(second_pass="false") == first != "FRONT LEFT"
+    with pytest.raises(BadRequestError, match="second_pass must be true or false, got 'yes'"):
+        text(second_pass="yes")
+
+
+def test_twilio_call_second_pass_custom_parameter(server, phrases):
+    """A Twilio call (Media Streams messages, as clients/twilio_replay.py sends them): its
+    finals, read by a subscriber of the call, are the second pass's; the TwiML custom
+    parameter ``second_pass=false`` turns it off for that call."""
+    from twilio_replay import twilio_messages
+
+    pcm8 = np.round(soxr.resample(phrases[0], RATE, 8000) * 32767).astype(np.int16)
+
+    async def call(call_id, custom):
+        async def subscribe():
+            messages = []
+            async with websockets.connect(server.url(f"/calls/{call_id}")) as ws:
+                async for text in ws:
+                    messages.append(json.loads(text))
+            return messages
+
+        out = asyncio.ensure_future(subscribe())
+        await asyncio.sleep(0.2 * UNIT)
+        async with websockets.connect(server.url("/twilio")) as ws:
+            for _, m in twilio_messages(pcm8[:, None], call_id, "MZ1", custom=custom):
+                await ws.send(json.dumps(m))
+            await ws.wait_closed()
+        return await asyncio.wait_for(out, 120 * UNIT)
+
+    def finals(messages):
+        return [m for m in messages if m["type"] == "result" and m["is_final"] and m["text"]]
+
+    on = finals(run(call("CA-two-pass-on", {})))
+    off = finals(run(call("CA-two-pass-off", {"second_pass": "false"})))
+    assert [m["second_pass"] for m in on] == [DONE]
+    assert [m["text"] for m in off] == [on[0]["first_pass"]]
+    assert "second_pass" not in off[0]
+
+
+def _screen(raw: str) -> list[str]:
+    """The lines a terminal shows after ``raw``: carriage return, erase to the end of the
+    line (ESC [ K), newline; SGR codes (ESC [ ... m) change no text."""
+    lines, col, i = [""], 0, 0
+    while i < len(raw):
+        c = raw[i]
+        if c == "\x1b":
+            m = re.match(r"\x1b\[([0-9;]*)([A-Za-z])", raw[i:])
+            assert m and m.group(2) in "Km", repr(raw[i:i + 8])
+            if m.group(2) == "K":
+                lines[-1] = lines[-1][:col]
+            i += m.end()
+            continue
+        if c == "\r":
+            col = 0
+        elif c == "\n":
+            lines.append("")
+            col = 0
+        else:
+            line = lines[-1].ljust(col)
+            lines[-1] = line[:col] + c + line[col + 1:]
+            col += 1
+        i += 1
+    return lines
+
+
+def test_the_live_line_replaces_the_last_partial_with_a_differing_final():
+    """``streamdec transcribe --config two-pass --realtime`` on a terminal (a pseudo-
+    terminal): the live line's last partial (the first pass's words) is replaced in place
+    by the final (the second pass's, which differs from it): the screen ends with the
+    finals, one line each, nothing of a partial left over, no line twice, none lost."""
+    import os
+    import pty
+
+    files = [ALSA / "Front_Left.wav", ALSA / "Side_Left.wav"]
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "streamdec", "transcribe", "--config",
+                             "two-pass", "--realtime", *map(str, files)], cwd=REPO,
+                            stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the other side closed (EIO)
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=300 * UNIT) == 0, proc.stderr.read().decode()
+    raw = b"".join(chunks).decode().replace("\r\n", "\n")  # the tty's own CR before LF
+    screen = _screen(raw)
+    shown = [line for line in screen if line]
+    assert shown == [f"{files[0]}: Front left.", f"{files[1]}: Side left."], screen
+    assert screen[-1] == ""  # the cursor on a fresh line: no partial left on it
+    # each final replaced a last partial that differs from it (the first pass's words)
+    shows = [re.sub(r"\x1b\[[0-9;]*m", "", p) for p in raw.split("\r\x1b[K") if p]
+    for f, final in zip(files, shown):
+        mine = [p for p in shows if p.startswith(f"{f}: ")]
+        assert mine[-1] == final + "\n" and len(mine) >= 2, mine
+        assert mine[-2] != final and mine[-2][len(f"{f}: "):].isupper(), mine
 
 
 def test_mic_with_the_second_pass(tmp_path):

@@ -350,8 +350,23 @@ def test_audiofork_settings_from_the_url_then_the_metadata_and_finalize():
      "got 601"),
     (SettingsLayer("customParameters", {"text_format": "nice"}, True),
      "customParameters: text_format must be one of raw, punct, full; got 'nice'"),
+    (SettingsLayer("customParameters", {"second_pass": "yes"}, True),
+     "customParameters: second_pass must be true or false, got 'yes'"),
+    (SettingsLayer("URL", {"second_pass": True}, True),
+     "URL: second_pass must be true or false, got True"),
 ])
 def test_bad_call_settings_are_bad_config(layer, text):
     with pytest.raises(ClientError) as e:
         call_settings([layer], EndpointConfig(), EndpointLimits())
     assert (e.value.kind, str(e.value)) == ("bad_config", text)
+
+
+@pytest.mark.parametrize("layers, second_pass", [
+    ([], None),
+    ([SettingsLayer("customParameters", {"second_pass": "false"}, True)], False),
+    ([SettingsLayer("metadata", {"second_pass": True}, False)], True),
+    ([SettingsLayer("URL", {"second_pass": "true"}, True),
+      SettingsLayer("metadata", {"second_pass": False}, False)], False),  # the later wins
+])
+def test_a_call_turns_the_second_pass_on_or_off(layers, second_pass):
+    assert call_settings(layers, EndpointConfig(), EndpointLimits()).second_pass is second_pass

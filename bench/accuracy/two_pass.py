@@ -22,9 +22,19 @@ Measured per model and set:
 And ``no_speech``: ``--no-speech-seconds`` of each of silence, white noise, brown noise and
 a tune of sine notes (numpy, seed 56): words in the two-pass finals (hallucinated words)
 and second passes run.
+And ``cut_mid_word`` (``--cut-mid-word``: the first model, the real dev set): each
+utterance cut inside a word, as a stream that ends there (a hang-up) or a first pass that
+cuts an utterance does: at the middle of the first pass's middle word (its own times:
+word ``len(words) // 2`` of the first pass's final), then decoded two-pass. The reference's
+prefix is the words begun before the cut: those of the uncut utterance's two-pass final
+(Whisper's words, its times) that start before it; ``invented``: words of the cut
+utterance's two-pass finals beyond that many (``max(0, len(hyp) - prefix)``), summed, and
+the utterances with any; ``prefix_wer``: the cut finals scored against the reference's
+prefix (that many of its words).
 
     python bench/accuracy/two_pass.py --out bench/results/2026-12-07-two-pass/two-pass.json
     python bench/accuracy/two_pass.py --models tiny.en --heldout DIR --heldout-limit 40 --out x.json
+    python bench/accuracy/two_pass.py --models tiny.en --cut-mid-word --out bench/results/2026-12-07-two-pass/cut-mid-word.json
 """
 
 from __future__ import annotations
@@ -149,6 +159,42 @@ def no_speech(rec: Recognizer, timed: Timed, seconds: float) -> dict:
     return out
 
 
+def cut_mid_word(rec: Recognizer, utts) -> dict:
+    """``cut_mid_word`` of the report (see the module notes)."""
+    rows, invented, prefix_words = [], 0, 0
+    refs, hyps = {}, {}
+    for u in utts:
+        first = [e for e in decode_audio(rec, rec.create_stream(second_pass=False), u.rate,
+                                         [u.samples]) if e.is_final and e.words]
+        words = [w for f in first for w in f.words]
+        whole = [w for e in decode_audio(rec, rec.create_stream(), u.rate, [u.samples])
+                 if e.is_final for w in e.words]
+        if not words or not whole:
+            continue
+        cut_word = words[len(words) // 2]
+        cut = (cut_word.start + cut_word.end) / 2
+        finals = [e for e in decode_audio(rec, rec.create_stream(), u.rate,
+                                          [u.samples[:round(cut * u.rate)]]) if e.is_final]
+        prefix = sum(w.start < cut for w in whole)
+        said = whisper_text(u.text, u.text).split()[:prefix]
+        hyp = whisper_text(" ".join(f.display if f.second_pass == DONE else f.text
+                                    for f in finals if f.text), u.text).split()
+        extra = max(0, len(hyp) - prefix)
+        invented += extra
+        prefix_words += prefix
+        refs[u.utt], hyps[u.utt] = " ".join(said), " ".join(hyp)
+        rows.append({"utt": u.utt, "cut_seconds": round(cut, 3), "cut_word": cut_word.text,
+                     "prefix_words": prefix, "reference_prefix": " ".join(said),
+                     "two_pass": " ".join(hyp), "invented": extra,
+                     "second_pass": [f.second_pass for f in finals if f.second_pass]})
+        print(f"cut {u.utt}: {rows[-1]}", file=sys.stderr, flush=True)
+    from bench.common.devset import error_rates
+
+    return {"utterances": len(rows), "prefix_words": prefix_words, "invented": invented,
+            "utterances_with_invented": sum(r["invented"] > 0 for r in rows),
+            "prefix_wer": error_rates(refs, hyps), "rows": rows}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -159,6 +205,8 @@ def main(argv=None) -> None:
     ap.add_argument("--heldout-limit", type=int, default=0, help="its first N utterances")
     ap.add_argument("--no-speech-seconds", type=float, default=450.0,
                     help="seconds of each no-speech signal (0: none)")
+    ap.add_argument("--cut-mid-word", action="store_true",
+                    help="only the dev set's utterances cut mid-word, with the first model")
     args = ap.parse_args(argv)
     base = load_config("two-pass").recognizer
     dev = real_dev_set(args.files.split(",") if args.files else None)
@@ -169,6 +217,13 @@ def main(argv=None) -> None:
         "ctranslate2": importlib.metadata.version("ctranslate2"),
         "machine": platform.processor() or platform.machine(),
         "normalisation": NORMALISATION, "models": {}}
+    if args.cut_mid_word:
+        model = args.models.split(",")[0]
+        rec = Recognizer(replace(base, second_pass=replace(base.second_pass, model=model)))
+        report["cut_mid_word"] = {"model": model, **cut_mid_word(rec, dev)}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         phone = telephone(dev, Path(tmp))
         sets = {"dev": dev, "dev_8k": phone, **({"heldout": held} if held else {})}

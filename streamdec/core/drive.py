@@ -32,13 +32,33 @@ __all__ = ["decode_ready", "accept", "finish", "decode_audio", "pop_events", "Jo
 def pop_events(recognizer: Recognizer, stream: Stream) -> list[Result]:
     """The stream's events since the last call (``Stream.pop_events``), each final that a
     second pass applies to decoded again here, in this thread (the recognizer's second
-    pass, when the stream keeps audio for it: ``streamdec.core.second_pass``)."""
+    pass, when the stream keeps audio for it: ``streamdec.core.second_pass``), and each
+    partial of a stream with local agreement refreshed here when a refresh is due
+    (``streamdec.core.local_agreement``: on the audio's clock, never skipped)."""
     events = stream.pop_events()
     second = recognizer.second_pass
     if second is None or stream.kept is None:
         return events
-    return [second.run(e, second.clip(stream.kept, e)) if second.applies(e) else e
-            for e in events]
+    out = []
+    for e in events:
+        if second.applies(e):
+            e = second.run(e, second.clip(stream.kept, e))
+        elif not e.is_final and stream.agreement is not None:
+            e = _refreshed(recognizer, stream, e)
+        out.append(e)
+    return out
+
+
+def _refreshed(recognizer: Recognizer, stream: Stream, partial: Result) -> Result:
+    agreement = recognizer.local_agreement
+    state = agreement.state_for(stream.agreement, partial)
+    if agreement.due(state, partial):
+        state = agreement.started(state, partial)
+        words = agreement.run(stream.kept, partial)
+        if words is not None:
+            state = agreement.agreed(state, words)
+    stream.agreement = state
+    return agreement.shown(state, partial)
 
 
 def decode_ready(recognizer: Recognizer, streams: Sequence[Stream]) -> None:

@@ -46,6 +46,7 @@ from ..search.config import default_search
 from ..search.base import SearchState
 from ..tokens import SymbolTable
 from .endpoint import EndpointConfig
+from .local_agreement import Agreement, LocalAgreement
 from .resources import SearchResources
 from .results import Result
 from .second_pass import KeptAudio, SecondPass, SecondPassConfig
@@ -115,6 +116,10 @@ class Recognizer:
         self._vad: Gate | None = None  # loaded with the first stream that uses it
         #: the second pass over each utterance (None: off, ``config.second_pass.enabled``)
         self.second_pass = second_pass or self._load_second_pass()
+        #: partials refreshed by local agreement, for the streams that ask (None: no second
+        #: pass to refresh them with)
+        self.local_agreement = (LocalAgreement(self.second_pass)
+                                if self.second_pass is not None else None)
         if self.config.vad.enabled:
             self.vad_gate
 
@@ -148,7 +153,8 @@ class Recognizer:
                       hotwords: Sequence[str] = (),
                       phrases: Sequence[str] | None = None, vad: bool | None = None,
                       endpoint: EndpointConfig | None = None,
-                      second_pass: bool | None = None) -> Stream:
+                      second_pass: bool | None = None,
+                      local_agreement: bool | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
 
         ``vad``: gate the stream's audio with the voice activity detector (None: as
@@ -171,23 +177,37 @@ class Recognizer:
         ``endpoint``: this stream's endpoint rules (default: the recognizer's).
 
         ``second_pass``: whether the stream's finals get the recognizer's second pass (None:
-        when it has one; True without one: ConfigError)."""
-        if second_pass and self.second_pass is None:
+        when it has one; True without one: ConfigError).
+
+        ``local_agreement``: whether the stream's partials are refreshed by local agreement
+        with the second pass's model (``streamdec.core.local_agreement``; None: as
+        ``[second_pass] local_agreement`` says; True without the stream's second pass:
+        ConfigError)."""
+        if (second_pass or local_agreement) and self.second_pass is None:
             raise ConfigError("a second pass was asked for, but none is configured "
                               "(--config two-pass, or [second_pass] enabled = true)")
+        if local_agreement and second_pass is False:
+            raise ConfigError("local agreement refreshes partials with the second pass: it "
+                              "needs the stream's second pass on")
         kept = self._kept_audio() if second_pass is not False else None
+        if local_agreement is None:
+            local_agreement = (kept is not None
+                               and self.second_pass.config.local_agreement)
         r = self.resources.prepare(search or self.config.search, hotwords, phrases)
         state = DecodeState(
             encoder_states=tuple(self.model.state_layout.initial()),
             search_state=r.search.init_state(graph=r.hotwords, words=r.words),
             segment=SegmentState())
+        queue = None
         if vad if vad is not None else self.config.vad.enabled:
             state = replace(state, vad=self.vad_gate.initial())
-            return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                          search=r.search, state=state, vad_queue=SampleQueue(),
-                          endpoint=endpoint, kept=kept)
-        return Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
-                      search=r.search, state=state, endpoint=endpoint, kept=kept)
+            queue = SampleQueue()
+        stream = Stream(self.config.features, tail_padding_frames=self.meta.chunk_frames,
+                        search=r.search, state=state, vad_queue=queue, endpoint=endpoint,
+                        kept=kept)
+        if local_agreement:
+            stream.agreement = Agreement()
+        return stream
 
     def is_ready(self, stream: Stream) -> bool:
         """True when the stream holds a whole encoder chunk not yet decoded (and is neither

@@ -79,6 +79,11 @@ class SecondPassConfig:
     compression_ratio_threshold: float = 2.4
     max_words_per_second: float = 6.0
     max_repeats: int = 3
+    # partials refreshed by local agreement (``streamdec.core.local_agreement``): off by
+    # default (one offline decode per refresh: for few streams); every ``refresh_ms`` of a
+    # stream's audio its open utterance is decoded again
+    local_agreement: bool = False
+    refresh_ms: int = 1000
 
     def __post_init__(self) -> None:
         require_finite(self, "second_pass")
@@ -94,6 +99,12 @@ class SecondPassConfig:
         if not (0 < self.no_speech_threshold <= 1 and self.compression_ratio_threshold > 0
                 and self.max_words_per_second > 0 and self.max_repeats >= 1):
             raise ConfigError(f"second_pass: a check's threshold is out of range: {self}")
+        if not isinstance(self.local_agreement, bool):
+            raise ConfigError(f"second_pass: local_agreement must be true or false: "
+                              f"{self.local_agreement!r}")
+        if not (200 <= self.refresh_ms <= 10_000):
+            raise ConfigError(f"second_pass: refresh_ms must be in [200, 10000]: "
+                              f"{self.refresh_ms}")
         self.whisper_config()  # the model's own settings checked now
 
     def whisper_config(self):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..models.states import EncoderStates
     from ..search.base import Search, SearchState
     from .endpoint import EndpointConfig
+    from .local_agreement import Agreement
     from .second_pass import KeptAudio
     from .segments import Closing, Segmenter
 
@@ -54,6 +55,9 @@ class Stream:
         self.vad_queue = vad_queue
         # with a second pass, the recent audio at the model's rate is kept for it
         self.kept = kept
+        # with partials refreshed by local agreement, its state (None: off; the drive or
+        # the engine replaces it: ``streamdec.core.local_agreement``)
+        self.agreement: "Agreement | None" = None
         sinks = [q.append for q in (vad_queue, kept) if q is not None]
         self.features = StreamingFeatures(
             feature_config, on_samples=(sinks[0] if len(sinks) == 1 else

@@ -1,7 +1,9 @@
 """What a caller may set for one call, where its platform carries settings: the endpoint
 rules (``endpointing.ENDPOINT_KEYS``, within the server's bounds), ``text_format``
-(``raw`` | ``punct`` | ``full``) and ``redact`` (``cards``, ``ssn``, ``all``: redacted on top
-of the server's ``redact``). Pure: no I/O.
+(``raw`` | ``punct`` | ``full``), ``redact`` (``cards``, ``ssn``, ``all``: redacted on top
+of the server's ``redact``) and ``second_pass`` (``true`` | ``false``: the call's finals
+decoded again by the server's second pass; on by default where the server has one, and
+refused where it has none). Pure: no I/O.
 
 ====================  ==========================================================================
 platform              where the settings come from (later ones win)
@@ -33,7 +35,7 @@ from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 __all__ = ["CALL_SETTING_KEYS", "SettingsLayer", "CallSettings", "settings_layer",
            "call_settings"]
 
-CALL_SETTING_KEYS = ENDPOINT_KEYS + ("text_format", "redact")
+CALL_SETTING_KEYS = ENDPOINT_KEYS + ("text_format", "redact", "second_pass")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class CallSettings:
     endpoint: EndpointConfig | None = None  # None: the server's rules
     text_format: str | None = None  # None: the server's call_text_format
     redact: frozenset[str] = frozenset()  # kinds redacted on top of the server's ``redact``
+    second_pass: bool | None = None  # the server's second pass on/off (None: its default)
 
 
 def settings_layer(where: str, values: Any, text: bool) -> SettingsLayer | None:
@@ -65,7 +68,7 @@ def call_settings(layers: Sequence[SettingsLayer], base: EndpointConfig,
                   limits: EndpointLimits) -> CallSettings:
     """The call's settings from its layers, in order (a later layer's key wins): the
     endpoint rules are ``base`` changed within ``limits``. ClientError ``bad_config``."""
-    endpoint, text_format, redact = None, None, frozenset()
+    endpoint, text_format, redact, second_pass = None, None, frozenset(), None
     for layer in layers:
         rules = {k: v for k, v in layer.values.items() if k in ENDPOINT_KEYS}
         try:
@@ -78,6 +81,18 @@ def call_settings(layers: Sequence[SettingsLayer], base: EndpointConfig,
                 if not isinstance(value, str):
                     raise ConfigError(f"redact must be text (cards,ssn), got {value!r}")
                 redact = parse_kinds(value)
+            if "second_pass" in layer.values:
+                second_pass = _switch(layer.values["second_pass"], layer.text)
         except ConfigError as e:
             raise ClientError("bad_config", f"{layer.where}: {e}") from None
-    return CallSettings(endpoint, text_format, redact)
+    return CallSettings(endpoint, text_format, redact, second_pass)
+
+
+def _switch(value: Any, text: bool) -> bool:
+    """A true/false setting: ``"true"`` | ``"false"`` from text, a JSON boolean from JSON
+    (also its text form: a metadata value may come as either)."""
+    if isinstance(value, bool) and not text:
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ConfigError(f"second_pass must be true or false, got {value!r}")

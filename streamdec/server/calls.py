@@ -39,7 +39,7 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
 from ..engine import Engine, LiveStream
-from ..errors import AudioInputError, ClientError, DecodeError
+from ..errors import AudioInputError, ClientError, ConfigError, DecodeError
 from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
 from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFailed,
@@ -63,11 +63,16 @@ _DRAIN = object()
 _TCP_READ = 65536
 
 
-def open_call_stream(engine: Engine, config: ServerConfig, endpoint=None) -> LiveStream:
+def open_call_stream(engine: Engine, config: ServerConfig, endpoint=None,
+                     second_pass: bool | None = None) -> LiveStream:
     """The engine stream of one leg of a call: with the voice activity detector when
     ``config.call_vad`` (half of a leg is silence: the other side talking); ``endpoint``:
-    the call's rules (None: the server's)."""
-    return engine.open(vad=config.call_vad, endpoint=endpoint)
+    the call's rules (None: the server's); ``second_pass``: the call's choice (None: the
+    server's default; ClientError ``bad_config`` for true without one)."""
+    try:
+        return engine.open(vad=config.call_vad, endpoint=endpoint, second_pass=second_pass)
+    except ConfigError as e:
+        raise ClientError("bad_config", str(e)) from None
 
 
 class Transport(Protocol):
@@ -296,8 +301,8 @@ class CallSession:
         self.redact = settings.redact
         self.call_id = event.call_id
         self.legs = event.legs
-        self.lives = [open_call_stream(engine, self.context.config, settings.endpoint)
-                      for _ in event.legs]
+        self.lives = [open_call_stream(engine, self.context.config, settings.endpoint,
+                                       settings.second_pass) for _ in event.legs]
         self.samples = [0] * len(event.legs)
         self.rates = [0] * len(event.legs)
         if self.context.records is not None:

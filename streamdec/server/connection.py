@@ -141,7 +141,8 @@ class Connection:
             self.lives.append(engine.open(search=options.search, hotwords=options.hotwords,
                                           phrases=options.phrases, vad=options.vad,
                                           endpoint=options.endpoint,
-                                          second_pass=options.second_pass))
+                                          second_pass=options.second_pass,
+                                          local_agreement=options.local_agreement))
         self.options = options
         if self._started and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.limits.idle_timeout_seconds)

@@ -132,6 +132,12 @@ class Metrics:
                                              "From a first-pass final to its second-pass "
                                              "final going out", buckets=_LATENCY_BUCKETS,
                                              registry=r)
+        self.partial_refresh = Counter("streamdec_partial_refresh",
+                                       "Partial refreshes by local agreement, by outcome "
+                                       "(done; skipped: the stream's last still running or "
+                                       "the second pass's threads busy; dropped: its "
+                                       "utterance ended first)", ["outcome"],
+                                       registry=r)
         self._decode_seconds = self._decoded_seconds = 0.0
 
     def _rtf(self) -> float:
@@ -163,6 +169,9 @@ class Metrics:
     def on_second_pass(self, status: str, seconds: float) -> None:
         self.second_pass.labels(status).inc()
         self.second_pass_latency.observe(seconds)
+
+    def on_partial_refresh(self, outcome: str) -> None:
+        self.partial_refresh.labels(outcome).inc()
 
     def on_stream_error(self, error) -> None:
         """A stream's decode failed (counted here, once, not by its connection)."""

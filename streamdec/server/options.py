@@ -1,29 +1,31 @@
 """Per-connection options: query parameters of the WebSocket URL, on either protocol.
 
-=================  ==========================================================  ============
-parameter          meaning                                                     default
-=================  ==========================================================  ============
-``sample_rate``    rate of the audio the client sends (8000..96000)            per protocol
-``encoding``       ``f32le`` | ``s16le`` | ``mulaw``                           per protocol
-``channels``       1, or 2: a stereo call, one stream (and result tag) each    1
-``search``         search method (``greedy``, ``modified_beam``, ...)          the server's
-``beam``           beam size of a beam search                                  the server's
-``hotwords``       phrases to bias (``phrase`` or ``phrase :score``), comma-   none
-                   separated; may repeat; needs a beam search
-``vad``            ``true`` | ``false``: skip silence with the voice activity  the server's
-                   detector (``[vad] enabled``)
-``second_pass``    ``true`` | ``false``: finals decoded again by the server's   on where the
-                   second pass (``[second_pass]``; true without one: refused)  server has one
-``text_format``    finals for people: ``raw`` | ``punct`` | ``full``; a final   the server's
-                   then also has ``display`` and ``display_words``
-``redact``         ``cards``, ``ssn`` (comma-separated) or ``all``: redacted    the server's
-                   in this connection's results, on top of the server's
-                   ``redact`` (which a connection cannot turn off)
-``token``          bearer token, for clients that cannot set a header          -
-``ruleN_...``      the endpoint rules (``endpointing.ENDPOINT_KEYS``: seconds   the server's
-                   of trailing silence / utterance length, within the
-                   server's bounds)
-=================  ==========================================================  ============
+===================  ==========================================================  ============
+parameter            meaning                                                     default
+===================  ==========================================================  ============
+``sample_rate``      rate of the audio the client sends (8000..96000)            per protocol
+``encoding``         ``f32le`` | ``s16le`` | ``mulaw``                           per protocol
+``channels``         1, or 2: a stereo call, one stream (and result tag) each    1
+``search``           search method (``greedy``, ``modified_beam``, ...)          the server's
+``beam``             beam size of a beam search                                  the server's
+``hotwords``         phrases to bias (``phrase`` or ``phrase :score``), comma-   none
+                     separated; may repeat; needs a beam search
+``vad``              ``true`` | ``false``: skip silence with the voice activity  the server's
+                     detector (``[vad] enabled``)
+``second_pass``      ``true`` | ``false``: finals decoded again by the server's   on where the
+                     second pass (``[second_pass]``; true without one: refused)  server has one
+``local_agreement``  ``true`` | ``false``: partials refreshed by local agreement  the server's
+                     with the second pass's model (true without one: refused)    (off)
+``text_format``      finals for people: ``raw`` | ``punct`` | ``full``; a final   the server's
+                     then also has ``display`` and ``display_words``
+``redact``           ``cards``, ``ssn`` (comma-separated) or ``all``: redacted    the server's
+                     in this connection's results, on top of the server's
+                     ``redact`` (which a connection cannot turn off)
+``token``            bearer token, for clients that cannot set a header          -
+``ruleN_...``        the endpoint rules (``endpointing.ENDPOINT_KEYS``: seconds   the server's
+                     of trailing silence / utterance length, within the
+                     server's bounds)
+===================  ==========================================================  ============
 
 ``parse_options`` is pure: it validates everything once and raises ``OptionError`` with the
 reason, which the server returns as HTTP 400 at the handshake.
@@ -51,7 +53,8 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token", "vad", "text_format", "second_pass", "redact") + ENDPOINT_KEYS
+         "token", "vad", "text_format", "second_pass", "local_agreement",
+         "redact") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class StreamOptions:
     endpoint: EndpointConfig | None = None  # this connection's endpoint rules (None: the server's)
     text_format: str | None = None  # raw | punct | full; None: the server's text_format
     second_pass: bool | None = None  # the server's second pass on/off (None: its default)
+    # partials refreshed by local agreement on/off (None: the server's ``[second_pass]``)
+    local_agreement: bool | None = None
     redact: frozenset[str] = frozenset()  # kinds redacted on top of the server's
 
     def describe(self) -> dict:
@@ -89,6 +94,8 @@ class StreamOptions:
             out["text_format"] = self.text_format
         if self.second_pass is not None:
             out["second_pass"] = self.second_pass
+        if self.local_agreement is not None:
+            out["local_agreement"] = self.local_agreement
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -198,11 +205,12 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if vad not in ("true", "false"):
             raise OptionError(f"vad must be true or false, got {vad!r}")
         options = replace(options, vad=vad == "true")
-    second_pass = _one(query, "second_pass")
-    if second_pass is not None:
-        if second_pass not in ("true", "false"):
-            raise OptionError(f"second_pass must be true or false, got {second_pass!r}")
-        options = replace(options, second_pass=second_pass == "true")
+    for name in ("second_pass", "local_agreement"):
+        value = _one(query, name)
+        if value is not None:
+            if value not in ("true", "false"):
+                raise OptionError(f"{name} must be true or false, got {value!r}")
+            options = replace(options, **{name: value == "true"})
     rules = _endpoint(query, endpoint or EndpointConfig(), endpoint_limits or EndpointLimits())
     return replace(options, endpoint=rules) if rules is not None else options
 

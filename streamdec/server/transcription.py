@@ -8,7 +8,9 @@ streamdec's own fields: the endpoint rules ``ruleN_min_trailing_silence`` /
 ``ruleN_min_utterance_length`` (``endpointing``), where the file's segments end.
 ``text_format`` (``raw`` | ``punct`` | ``full``, default the server's
 ``transcription_text_format``, ``full``) chooses the text for people: every format then
-shows the formatted text and words (``streamdec.textfmt``).
+shows the formatted text and words (``streamdec.textfmt``). ``second_pass`` (``true`` |
+``false``): the file's finals decoded again by the server's second pass (on by default
+where the server has one; ``true`` on a server without one: 400).
 The audio is decoded by the engine like any live stream, batched with them.
 
 ``render`` (pure) makes each format's body from the final results.
@@ -48,7 +50,8 @@ _MEDIA = {"json": "application/json", "verbose_json": "application/json",
           "text": "text/plain; charset=utf-8", "srt": "application/x-subrip; charset=utf-8",
           "vtt": "text/vtt; charset=utf-8"}
 _FIELDS = ("file", "response_format", "model", "language", "prompt", "temperature",
-           "timestamp_granularities[]", "timestamp_granularities", "text_format") + ENDPOINT_KEYS
+           "timestamp_granularities[]", "timestamp_granularities", "text_format",
+           "second_pass") + ENDPOINT_KEYS
 
 
 def read_upload(data: bytes, max_seconds: float = math.inf) -> tuple[int, np.ndarray]:
@@ -190,9 +193,12 @@ async def transcribe_upload(context, request):
             return error(400, f"expected a multipart/form-data body with 'file' ({e})",
                          "bad_request")
         try:
-            upload, fmt, endpoint, level = read_form(
+            upload, fmt, endpoint, level, second_pass = read_form(
                 form, context.engine.recognizer.config.endpoint,
                 context.config.endpoint_limits(), context.config.transcription_text_format)
+            if second_pass and context.engine.recognizer.second_pass is None:
+                raise UploadError("second_pass: true needs a server with a second pass "
+                                  "(--config two-pass)")
             data = await upload.read()
             if len(data) > limit:
                 return error(413, f"upload is over the limit of {limit} bytes", "too_big")
@@ -201,7 +207,7 @@ async def transcribe_upload(context, request):
         except UploadError as e:
             return error(400, str(e), "bad_request")
         try:
-            finals = await _transcribe(context.engine, rate, samples, endpoint)
+            finals = await _transcribe(context.engine, rate, samples, endpoint, second_pass)
         except DecodeError as e:  # counted by the engine's observer
             return JSONResponse({"error": {"message": str(e), "type": "decode_failed"}}, 500)
         try:
@@ -220,9 +226,10 @@ async def transcribe_upload(context, request):
 
 def read_form(form, endpoint: EndpointConfig, limits: EndpointLimits, text_format: str):
     """What a request's parsed form asks (pure): its ``file`` part, the response format,
-    the endpoint rules (None: the server's ``endpoint``, else changed within ``limits``) and
-    the text format (default ``text_format``). UploadError for an unknown field, no file,
-    or a value that is not one a field takes."""
+    the endpoint rules (None: the server's ``endpoint``, else changed within ``limits``),
+    the text format (default ``text_format``) and the second pass on/off (None: the
+    server's default). UploadError for an unknown field, no file, or a value that is not
+    one a field takes."""
     check_fields(form.keys())
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
@@ -238,12 +245,17 @@ def read_form(form, endpoint: EndpointConfig, limits: EndpointLimits, text_forma
         check_text_format(level)
     except ConfigError as e:
         raise UploadError(str(e)) from None
-    return upload, fmt, rules, level
+    second_pass = form.get("second_pass")
+    if second_pass is not None and second_pass not in ("true", "false"):
+        raise UploadError(f"second_pass must be true or false, got {second_pass!r}")
+    return upload, fmt, rules, level, None if second_pass is None else second_pass == "true"
 
 
-async def _transcribe(engine, rate: int, samples: np.ndarray, endpoint=None) -> list[Result]:
+async def _transcribe(engine, rate: int, samples: np.ndarray, endpoint=None,
+                      second_pass: bool | None = None) -> list[Result]:
     """Final results of a whole file decoded by the engine (1 s pieces, back-pressured),
-    with ``endpoint`` rules (None: the server's)."""
+    with ``endpoint`` rules (None: the server's) and ``second_pass`` (None: the server's
+    default)."""
     pieces = ((rate, samples[i:i + rate]) for i in range(0, len(samples), rate))
-    return [r for r in await run_stream(engine.open(endpoint=endpoint), pieces)
-            if r.is_final]
+    live = engine.open(endpoint=endpoint, second_pass=second_pass)
+    return [r for r in await run_stream(live, pieces) if r.is_final]
