@@ -314,3 +314,41 @@ def test_sherpa_onnx_keyword_spotter_fires_the_same_keywords(rec, fixed, tmp_pat
                 spotter.reset_stream(stream)
         ours = _keywords(decode_in_pieces(rec, samples, 3200, keywords=KEYWORDS))
         assert [e.keyword for e in ours] == theirs, name
+
+
+# -- the command line ---------------------------------------------------------------------------
+def _transcribe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "streamdec", "transcribe", "--model",
+                           str(MODEL), *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO)
+
+
+def test_transcribe_writes_the_keywords_heard_beside_the_transcript(tmp_path):
+    """``--keywords`` inline and from a file; text and jsonl; every event of the file."""
+    clip = str(_require(DATA / CLIPS[0][0], "real speech"))
+    listing = tmp_path / "keywords.txt"
+    listing.write_text("ALEXA #0.3 @alexa\n\u2581JA R VI S\n", encoding="utf-8")
+    done = _transcribe("--keywords", "ALEXA #0.3/JARVIS", clip, clip)
+    assert done.returncode == 0, done.stderr
+    line = "keyword ALEXA at 0.96-1.40 s (score 0.52)"
+    assert done.stdout.splitlines() == [f"{clip}: ALEXA", f"{clip}: {line}"] * 2
+    done = _transcribe("--keywords", str(listing), "--format", "jsonl", clip)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    events = [json.loads(x) for x in done.stdout.splitlines()]
+    assert events[-1] == {"file": clip, "type": "keyword", "keyword": "alexa", "start": 0.96,
+                          "end": 1.4, "score": 0.5173, "tokens": ["\u2581A", "LE", "X", "A"]}
+    assert [e["type"] for e in events[:-1]].count("final") == 2  # "ALEXA", then the end
+
+
+@pytest.mark.parametrize("value, message", [
+    ("ALEXA :0", "--keywords: keywords line 1: boost must be in (0, 100], got 0"),
+    ("ALEXA/\u2581NOPEX", "--keywords: keywords line 2: '\u2581NOPEX' not in the model's "
+                          "tokens.txt"),
+    ("/", "--keywords: keywords: no keyword given"),
+], ids=["boost", "unit", "empty"])
+def test_transcribe_refuses_a_bad_keyword_list_before_decoding(value, message):
+    done = _transcribe("--keywords", value, str(_require(DATA / CLIPS[0][0], "real speech")))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"streamdec: error: {message}\n" in done.stderr
