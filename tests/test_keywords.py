@@ -352,3 +352,62 @@ def test_transcribe_refuses_a_bad_keyword_list_before_decoding(value, message):
     done = _transcribe("--keywords", value, str(_require(DATA / CLIPS[0][0], "real speech")))
     assert (done.returncode, done.stdout) == (2, "")
     assert f"streamdec: error: {message}\n" in done.stderr
+
+
+# -- the server ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_the_sherpa_onnx_protocol_carries_keyword_events(rec):
+    """``streamdec serve --model DIR`` on a real port: ``keywords=`` on the sherpa-onnx
+    protocol gives each keyword heard as a message of its own, before the final of its
+    utterance, repeating the open segment's fields, the keywords and times the Python API
+    gives; the results are those of a connection without keywords. Bad lists, and keywords on the Vosk protocol (which cannot carry
+    them), are refused at the handshake with the reason."""
+    from urllib.parse import quote
+
+    import websockets
+
+    from server_utils import ServerProcess, run, sherpa_client
+
+    async def connect(url: str) -> None:
+        async with websockets.connect(url):
+            pass
+
+    first, second = _clip(CLIPS[0][0]), _clip(CLIPS[3][0])
+    audio = np.concatenate([first, np.zeros(16000, np.float32), second])
+    server = ServerProcess("--model", str(MODEL), "--vosk-port", "0")
+    try:
+        plain = run(sherpa_client(server.url(), audio, 1600))
+        query = "?keywords=" + quote("ALEXA/JARVIS #0.3 @jarvis") + "&keywords=SNOWBOY"
+        spotted = run(sherpa_client(server.url("/" + query), audio, 1600))
+        assert plain["done"] and spotted["done"]
+        heard = [m for m in spotted["results"] if m.get("type") == "keyword"]
+        results = [m for m in spotted["results"] if m.get("type") != "keyword"]
+        assert results == plain["results"]
+        api = _keywords(decode_in_pieces(rec, audio, 1600, keywords=[
+            "ALEXA", "JARVIS #0.3 @jarvis", "SNOWBOY"]))
+        assert [e.keyword for e in api] == ["ALEXA", "jarvis"]
+        assert [(m["keyword"], m["start_time"], m["end_time"], m["score"]) for m in heard] == [
+            (e.keyword, round(e.start_time, 2), round(e.end_time, 2), round(e.score, 4))
+            for e in api]
+        for m in heard:
+            at = spotted["results"].index(m)
+            before = [r for r in spotted["results"][:at] if r.get("type") != "keyword"]
+            after = next(r for r in spotted["results"][at:] if r.get("is_final"))
+            assert (m["segment"], m["is_final"], m["is_eof"]) == (after["segment"], False,
+                                                                  False)
+            assert m["text"] == (before[-1]["text"] if before and not before[-1]["is_final"]
+                                 and before[-1]["segment"] == m["segment"] else "")
+        refused = {"/?keywords=" + quote("ALEXA :0"): "boost must be in (0, 100]",
+                   "/?keywords=" + quote("\u2581NOPEX"): "not in the model's tokens.txt",
+                   "/?keywords=" + quote("/"): "no keyword given"}
+        for path, reason in refused.items():
+            with pytest.raises(websockets.InvalidStatus) as e:
+                run(connect(server.url(path)))
+            assert e.value.response.status_code == 400
+            assert reason in e.value.response.body.decode(), path
+        with pytest.raises(websockets.InvalidStatus) as e:
+            run(connect(server.url("/?keywords=ALEXA", port=server.ports[1])))
+        assert e.value.response.status_code == 400
+        assert "the vosk protocol cannot carry keyword events" in e.value.response.body.decode()
+    finally:
+        assert server.stop() == 0

@@ -10,6 +10,9 @@ parameter          meaning                                                     d
 ``beam``           beam size of a beam search                                  the server's
 ``hotwords``       phrases to bias (``phrase`` or ``phrase :score``), comma-   none
                    separated; may repeat; needs a beam search
+``keywords``       keywords to spot beside the transcript (sherpa-onnx's       none
+                   format, ``/``-separated; may repeat; the sherpa-onnx
+                   protocol only: its events are JSON messages of their own)
 ``vad``            ``true`` | ``false``: skip silence with the voice activity  the server's
                    detector (``[vad] enabled``)
 ``second_pass``    ``true`` | ``false``: finals decoded again by the server's   on where the
@@ -39,6 +42,7 @@ from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError, OptionError
 from ..search.config import (SEARCH_METHODS, SearchConfig, require_beam_search,
                              with_beam_search, with_method)
+from ..search.keyword_graph import split_keywords
 from ..textfmt.format import check_text_format
 from ..textfmt.redact import parse_kinds
 from ..validation import unknown_names
@@ -51,7 +55,7 @@ MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
-         "token", "vad", "text_format", "second_pass", "redact") + ENDPOINT_KEYS
+         "token", "vad", "text_format", "second_pass", "redact", "keywords") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class StreamOptions:
     text_format: str | None = None  # raw | punct | full; None: the server's text_format
     second_pass: bool | None = None  # the server's second pass on/off (None: its default)
     redact: frozenset[str] = frozenset()  # kinds redacted on top of the server's
+    keywords: tuple[str, ...] | None = None  # keyword lines spotted (None: no spotting)
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -89,6 +94,8 @@ class StreamOptions:
             out["text_format"] = self.text_format
         if self.second_pass is not None:
             out["second_pass"] = self.second_pass
+        if self.keywords is not None:
+            out["keywords"] = len(self.keywords)
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -203,6 +210,9 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if second_pass not in ("true", "false"):
             raise OptionError(f"second_pass must be true or false, got {second_pass!r}")
         options = replace(options, second_pass=second_pass == "true")
+    if "keywords" in query:  # checked against the model when the streams open
+        options = replace(options, keywords=tuple(
+            line for value in query["keywords"] for line in split_keywords(value)))
     rules = _endpoint(query, endpoint or EndpointConfig(), endpoint_limits or EndpointLimits())
     return replace(options, endpoint=rules) if rules is not None else options
 
