@@ -121,6 +121,19 @@ def test_the_defaults_are_sherpa_onnxs():
         theirs["keywords_score"].default, theirs["keywords_threshold"].default)
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"beam": 0}, "keywords.beam must be >= 1"),
+    ({"trailing_blanks": -1}, "keywords.trailing_blanks must be >= 0"),
+    ({"boost": float("nan")}, "keywords.boost must be a finite number"),
+    ({"threshold": 0.0}, "keywords.threshold must be in (0, 1]"),
+    ({"reset_seconds": 0.0}, "keywords.reset_seconds must be > 0"),
+], ids=["beam", "trailing-blanks", "boost", "threshold", "reset"])
+def test_a_bad_keyword_config_is_refused(change, message):
+    with pytest.raises(ConfigError) as info:
+        KeywordConfig(**change)
+    assert message in str(info.value)
+
+
 def test_keyword_lines_as_sherpa_onnx_writes_them(rec):
     sym = rec.symbols.symbol_to_id
     alexa = tuple(sym[u] for u in ("\u2581A", "LE", "X", "A"))
