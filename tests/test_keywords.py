@@ -424,3 +424,30 @@ def test_the_sherpa_onnx_protocol_carries_keyword_events(rec):
         assert "the vosk protocol cannot carry keyword events" in e.value.response.body.decode()
     finally:
         assert server.stop() == 0
+
+
+@pytest.mark.slow
+def test_mic_shows_the_keywords_heard(tmp_path):
+    """``streamdec mic --keywords`` on a real input device (a PulseAudio null sink's
+    monitor, bench/captions/null_sink.py) while a wake word plays into it: the keyword's
+    line among the events, as jsonl."""
+    import json
+
+    import soxr
+
+    sys.path.insert(0, str(REPO))
+    from bench.captions.null_sink import NullSink, caption_playback
+
+    samples = _clip(CLIPS[3][0])  # JARVIS: fires after any lead-in of 0 to 3.2 s (measured)
+    with NullSink(tmp_path / "pulse") as sink:
+        played = tmp_path / "jarvis.wav"
+        audio = soxr.resample(samples, 16000, sink.rate)
+        sf.write(str(played), np.concatenate([np.zeros(sink.rate // 2, np.float32), audio]),
+                 sink.rate, subtype="PCM_16")
+        run = caption_playback(sink, [played], ["--model", str(MODEL), "--format", "jsonl",
+                                                "--keywords", "ALEXA/JARVIS"], tail=1.0)
+    assert run.returncode == 0, run.stderr_text
+    events = [json.loads(line) for _, line in run.lines]
+    heard = [e for e in events if e["type"] == "keyword"]
+    assert [(e["file"], e["keyword"]) for e in heard] == [("pulse", "JARVIS")], events
+    assert any(e["type"] == "final" and e["text"] == "JARVIS" for e in events), events

@@ -15,7 +15,8 @@ keyword ends, has read more than ``trailing_blanks`` blanks since its last unit,
 mean probability of the keyword's own units reaches the keyword's threshold. The stream's
 search then starts afresh: one empty path at the root, whose decoder context is the
 keyword's last units. The search also starts afresh, from the decoder's start context,
-when the best path has read ``reset_seconds`` of blanks, as sherpa-onnx's spotter does.
+when the best path has read ``reset_seconds`` of blanks, as sherpa-onnx's spotter does,
+but only while no path is inside a keyword.
 
     search = KeywordSearch(model, KeywordConfig(), decoder_cache, unk_id, meta)
     state = search.init_state(graph, encoder_frame_offset)
@@ -26,10 +27,11 @@ A hit's ``frames`` are absolute encoder frames of the stream; seconds are made o
 V vocabulary size.
 
 Where this differs from sherpa-onnx 2.0.1 (on purpose): sherpa-onnx's spotter also resets
-the stream's encoder after a keyword and after ``reset_seconds`` of blanks, and starts the
-decoder afresh after a keyword; here the encoder goes on (it serves the transcript too)
-and the decoder keeps the keyword as its context, so the frames just after a keyword do
-not spell it again. The threshold is checked on the mean probability of the matched
+the stream's encoder after a keyword and after ``reset_seconds`` of blanks (even when the
+start of a keyword was just heard: it then misses the keyword), and starts the decoder
+afresh after a keyword; here the encoder goes on (it serves the transcript too), the
+decoder keeps the keyword as its context, so the frames just after a keyword do not spell
+it again, and no reset drops a keyword under way. The threshold is checked on the mean probability of the matched
 keyword's own units (sherpa-onnx averages the first units of the path, which are other
 units when the keyword was reached through a fail link). A path keeps at most its graph's
 longest keyword's units.
@@ -139,10 +141,11 @@ class KeywordSearch:
         the keywords heard in these frames (oldest first)."""
         beams = []
         for s in states:
-            best = _best(s.paths)
             frame = s.encoder_frame_offset - 1
-            beams.append([_Path(self.start, last=frame)] if frame - best.last > self.reset_frames
-                         else list(s.paths))
+            quiet = frame - _best(s.paths).last > self.reset_frames
+            # (never while a path is inside a keyword: its start may have just been heard)
+            beams.append([_Path(self.start, last=frame)]
+                         if quiet and not any(p.node for p in s.paths) else list(s.paths))
         hits: list[list[KeywordHit]] = [[] for _ in states]
         for t in range(encoder_out.shape[1]):
             frames = [s.encoder_frame_offset + t for s in states]
