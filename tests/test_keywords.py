@@ -373,8 +373,9 @@ def test_the_sherpa_onnx_protocol_carries_keyword_events(rec):
     """``streamdec serve --model DIR`` on a real port: ``keywords=`` on the sherpa-onnx
     protocol gives each keyword heard as a message of its own, before the final of its
     utterance, repeating the open segment's fields, the keywords and times the Python API
-    gives; the results are those of a connection without keywords. Bad lists, and keywords on the Vosk protocol (which cannot carry
-    them), are refused at the handshake with the reason."""
+    gives; the results are those of a connection without keywords. Bad lists, and
+    keywords on the Vosk protocol (which cannot carry them), are refused at the handshake
+    with the reason."""
     from urllib.parse import quote
 
     import websockets

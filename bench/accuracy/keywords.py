@@ -23,8 +23,11 @@ spotting adds to a stream).
 sherpa-onnx is driven as its own examples do: 0.66 s of silence after the clip, the stream
 reset after each keyword.
 
-    python bench/accuracy/keywords.py --model-dir ../shared/models/kws-zipformer-gigaspeech-3.3M-mobile \\
+    python bench/accuracy/keywords.py --model-dir MODEL_DIR \\
         --out bench/results/2026-12-07-keywords/keywords.json
+
+(``MODEL_DIR``: the ``-mobile`` GigaSpeech model, ``streamdec models get
+sherpa-onnx-kws-zipformer-gigaspeech-3.3M-2024-01-01-mobile``.)
 """
 
 from __future__ import annotations

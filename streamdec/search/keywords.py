@@ -6,9 +6,10 @@ cache) and one joiner call; each stream keeps the ``beam`` best (paths x units) 
 by acoustic score (a blank or ``<unk>`` keeps the path), then each child adds the bonus of
 its unit in the stream's ``KeywordGraph``. A path that falls back to the graph's root
 forgets its units: its decoder context starts afresh (``[-1, blank]``), so every path
-outside a keyword merges into one. Equal unit sequences (with equal decoder contexts) merge by
-log-add-exp; the merged path keeps the fields (frames, trailing blanks) of the member
-chosen first, the one with the best score before its unit's bonus, as sherpa-onnx does.
+outside a keyword merges into one. Equal unit sequences (with equal decoder contexts)
+merge by log-add-exp; the merged path keeps the fields (frames, trailing blanks) of the
+member chosen first, the one with the best score before its unit's bonus, as sherpa-onnx
+does.
 
 A keyword fires when, after a frame, the best path (by total score) is in a state where a
 keyword ends, has read more than ``trailing_blanks`` blanks since its last unit, and the
@@ -31,10 +32,10 @@ the stream's encoder after a keyword and after ``reset_seconds`` of blanks (even
 start of a keyword was just heard: it then misses the keyword), and starts the decoder
 afresh after a keyword; here the encoder goes on (it serves the transcript too), the
 decoder keeps the keyword as its context, so the frames just after a keyword do not spell
-it again, and no reset drops a keyword under way. The threshold is checked on the mean probability of the matched
-keyword's own units (sherpa-onnx averages the first units of the path, which are other
-units when the keyword was reached through a fail link). A path keeps at most its graph's
-longest keyword's units.
+it again, and no reset drops a keyword under way. The threshold is checked on the mean
+probability of the matched keyword's own units (sherpa-onnx averages the first units of
+the path, which are other units when the keyword was reached through a fail link). A path
+keeps at most its graph's longest keyword's units.
 """
 
 from __future__ import annotations
