@@ -452,3 +452,41 @@ def test_mic_shows_the_keywords_heard(tmp_path):
     heard = [e for e in events if e["type"] == "keyword"]
     assert [(e["file"], e["keyword"]) for e in heard] == [("pulse", "JARVIS")], events
     assert any(e["type"] == "final" and e["text"] == "JARVIS" for e in events), events
+
+
+def _result(segment: int, text: str, final: bool):
+    from streamdec.core.results import Result
+
+    ids = (5,) if text else ()
+    return Result(text=text, tokens=("x",) * len(ids), token_ids=ids, timestamps=(0.1,) * len(ids),
+                  log_probs=(-0.1,) * len(ids), segment=segment, start_time=0.0, end_time=1.0,
+                  is_final=final)
+
+
+@pytest.mark.parametrize("sent, segment, text", [
+    ([], 0, ""),
+    ([(0, "HE", False)], 0, "HE"),
+    ([(0, "HE", False), (0, "HELLO", True)], 1, ""),
+    ([(0, "", True)], 0, ""),  # an empty final keeps its segment's id
+    ([(0, "HELLO", True), (1, "WOR", False)], 1, "WOR"),
+], ids=["nothing-sent", "after-a-partial", "after-a-final", "after-an-empty-final",
+        "partial-of-the-next"])
+def test_a_keyword_message_repeats_the_open_segment(sent, segment, text):
+    import json
+
+    from streamdec.server.session import Send
+    from streamdec.server.sherpa import SherpaSession
+
+    event = KeywordEvent("ALEXA", 0.96, 1.4, 0.517306, ("\u2581A", "LE", "X", "A"))
+    for channels in (1, 2):
+        session = SherpaSession(channels, 0.04)
+        for seg, said, final in sent:
+            session.result(channels - 1, _result(seg, said, final))
+        [command] = session.keyword(channels - 1, event)
+        assert isinstance(command, Send)
+        want = {"type": "keyword", "keyword": "ALEXA", "start_time": 0.96, "end_time": 1.4,
+                "score": 0.5173, "tokens": [" A", "LE", "X", "A"], "text": text,
+                "segment": segment, "is_final": False, "is_eof": False}
+        if channels == 2:
+            want["channel"] = 1
+        assert json.loads(command.text) == want

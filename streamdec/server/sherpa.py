@@ -18,7 +18,8 @@ With ``keywords=...`` (``options``), each keyword heard is a message of its own
 (``keyword_message``), sent before the results of the chunk it ended in: ``"type":
 "keyword"`` with the keyword, its times and score, and the fields a sherpa-onnx client
 reads repeated from the open segment as last sent (its id, its text or ``""``,
-``is_final`` false), so a client that knows only results sees nothing change.
+``is_final`` false): a client that reads only those sees the open segment as it was,
+never a final.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def keyword_message(event: KeywordEvent, segment: int, text: str,
                     channel: int | None = None) -> str:
     """A keyword heard, while ``segment`` is open with ``text`` last sent for it: the
     keyword's fields, then sherpa-onnx's ``text``/``segment``/``is_final``/``is_eof`` as
-    they stand (a client of results alone sees nothing new)."""
+    they stand (a client of results alone sees the open segment as it was)."""
     message = {"type": "keyword", "keyword": event.keyword,
                "start_time": round(event.start_time, 2), "end_time": round(event.end_time, 2),
                "score": round(event.score, 4),
