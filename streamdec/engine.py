@@ -256,7 +256,8 @@ class LiveStream:
         return out
 
     async def results(self) -> AsyncIterator[Result]:
-        """Every result until the last one (``is_eof``); raises DecodeError on failure."""
+        """Every result until the last one (``is_eof``), and the ``KeywordEvent``s of a
+        stream opened with keywords among them; raises DecodeError on failure."""
         while True:
             batch = await self.next_results()
             if not batch:
@@ -298,6 +299,9 @@ class LiveStream:
         and every later result until its second pass ends or its deadline passes."""
         engine = self._engine
         for r in results:
+            if not isinstance(r, Result):  # a keyword event: never held for a second pass
+                self._held.append(r)
+                continue
             if engine._second is not None and self.stream.kept is not None \
                     and engine._second.applies(r):
                 self._held.append(engine._second_pass(self, r))
@@ -426,23 +430,31 @@ class Engine:
              phrases: Sequence[str] | None = None, vad: bool | None = None,
              endpoint: EndpointConfig | None = None,
              second_pass: bool | None = None,
-             local_agreement: bool | None = None) -> LiveStream:
+             local_agreement: bool | None = None,
+             keywords: Sequence[str] | None = None) -> LiveStream:
         """A new live stream (ConfigError / TokenizeError for unusable options); see
-        ``Recognizer.create_stream`` for the arguments."""
+        ``Recognizer.create_stream`` for the arguments. A stream opened with ``keywords``
+        also hands out ``KeywordEvent``s among its results (not held for a second pass)."""
         live = LiveStream(self, self.recognizer.create_stream(
             search=search, hotwords=hotwords, phrases=phrases, vad=vad, endpoint=endpoint,
-            second_pass=second_pass, local_agreement=local_agreement))
+            second_pass=second_pass, local_agreement=local_agreement, keywords=keywords))
         self._streams[live.stream] = live
         return live
 
     async def prepare(self, search: SearchConfig | None = None, hotwords: Sequence[str] = (),
-                      phrases: Sequence[str] | None = None) -> None:
+                      phrases: Sequence[str] | None = None,
+                      keywords: Sequence[str] | None = None) -> None:
         """Build what ``open`` with these arguments needs (grammars, hotword graphs, word
-        graphs, LMs: see ``streamdec.core.resources``) in a thread of the loop's default
-        executor, so a heavy build does not stall the loop; raises what ``open`` would."""
+        graphs, LMs, keyword graphs: see ``streamdec.core.resources``) in a thread of the
+        loop's default executor, so a heavy build does not stall the loop; raises what
+        ``open`` would."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.recognizer.resources.prepare,
-                                   search or self.recognizer.config.search, hotwords, phrases)
+        recognizer = self.recognizer
+        await loop.run_in_executor(None, recognizer.resources.prepare,
+                                   search or recognizer.config.search, hotwords, phrases)
+        if keywords is not None:
+            await loop.run_in_executor(None, recognizer.resources.keywords, keywords,
+                                       recognizer.keyword_search.config)
 
     # -- the second pass ---------------------------------------------------------------------
     def _second_pass(self, live: LiveStream, final: Result) -> "_SecondPassJob":

@@ -49,6 +49,14 @@ class LiveLine:
             self.out.write("\r\033[K" + steady + (DIM + moving + NORMAL if moving else ""))
         self.out.flush()
 
+    def note(self, source: str, text: str) -> None:
+        """A line of its own (a keyword heard) under the finals; the open partial is
+        shown again with the next result."""
+        if self.tty:
+            self.out.write("\r\033[K")
+        self.out.write((f"{source}: {text}" if self.prefix else text) + "\n")
+        self.out.flush()
+
     def _final(self, event: Result, text: str) -> str:
         if not self.times:
             return text

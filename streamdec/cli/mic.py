@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Callable
 
 from ..core.recognizer import Recognizer
-from ..core.results import Result
+from ..core.results import KeywordEvent, Result
 from ..engine import Engine, run_stream
-from ..errors import ConfigError
-from ..files.formats import event_json, subtitles
+from ..errors import ConfigError, TokenizeError
+from ..files.formats import event_json, keyword_json, keyword_line, subtitles
 from ..microphone import Capture, find_input_device, require_input_devices
 from ..textfmt import default_formatter
 from ..validation import require_sample_rate
 from .live_line import LiveLine
-from .options import (add_recognizer_options, add_text_format_option, announce_model,
-                      app_config_from_args, chosen_text_format)
+from .options import (add_keywords_option, add_recognizer_options, add_text_format_option,
+                      announce_model, app_config_from_args, chosen_text_format, keyword_lines)
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -54,6 +54,7 @@ def add_parser(sub) -> None:
                    help="also write the captured audio to PREFIX.wav (16-bit, the capture "
                         "rate) and what was said to PREFIX.srt (times in that audio) "
                         "(default: none)")
+    add_keywords_option(p)
     add_recognizer_options(p)
     p.set_defaults(run=run)
 
@@ -119,10 +120,14 @@ async def _audio(capture: Capture, recording: _Recording | None):
 
 async def _caption(recognizer: Recognizer, capture: Capture, show: Callable[[Result], None],
                    recording: _Recording | None, finals: list[Result],
-                   text_format: str = "raw") -> None:
+                   text_format: str = "raw", keywords: list[str] | None = None) -> None:
     """Capture, decode and show until stopped; the finals (formatted at ``text_format``, in
-    a worker thread) are appended to ``finals``."""
+    a worker thread) are appended to ``finals``; ``keywords``: spotted beside (``show``
+    gets each ``KeywordEvent`` too)."""
     async def take(result: Result) -> None:
+        if isinstance(result, KeywordEvent):
+            show(result)
+            return
         if result.is_final and text_format != "raw":
             result = await asyncio.to_thread(default_formatter().apply, result, text_format)
         show(result)
@@ -133,7 +138,8 @@ async def _caption(recognizer: Recognizer, capture: Capture, show: Callable[[Res
     async with Engine(recognizer) as engine:
         with _stop_on_signals(loop, capture.stop):
             async with capture:
-                await run_stream(engine.open(), _audio(capture, recording), take)
+                await run_stream(engine.open(keywords=keywords), _audio(capture, recording),
+                                 take)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,20 +156,30 @@ def run(args: argparse.Namespace) -> int:
     default_formatter().load(text_format)
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
+    try:
+        keywords = keyword_lines(args.keywords, recognizer)
+    except (ConfigError, TokenizeError) as e:
+        print(f"streamdec: error: --keywords: {e}", file=sys.stderr)
+        return 2
     capture = Capture(device, rate, app.audio.chunk_ms)
     recording = _Recording(args.save, rate) if args.save else None
     if args.format == "jsonl":
-        def show(r: Result) -> None:
-            print(event_json(device.name, r), flush=True)
+        def show(r: Result | KeywordEvent) -> None:
+            print(keyword_json(device.name, r) if isinstance(r, KeywordEvent)
+                  else event_json(device.name, r), flush=True)
     else:
         line = LiveLine(sys.stdout, times=True)
 
-        def show(r: Result) -> None:
-            line(device.name, r)
+        def show(r: Result | KeywordEvent) -> None:
+            if isinstance(r, KeywordEvent):
+                line.note(device.name, keyword_line(r))
+            else:
+                line(device.name, r)
 
     finals: list[Result] = []
     try:
-        asyncio.run(_caption(recognizer, capture, show, recording, finals, text_format))
+        asyncio.run(_caption(recognizer, capture, show, recording, finals, text_format,
+                             keywords))
     finally:
         if recording:
             recording.close(finals)

@@ -16,7 +16,7 @@ from ..search.config import (BEAM_SEARCHES, SEARCH_METHODS, WORDS_SEARCH, Search
 
 __all__ = ["HelpFormatter", "DEFAULT_SEARCH_TEXT", "add_recognizer_options",
            "add_text_format_option", "chosen_text_format", "app_config_from_args",
-           "announce_model"]
+           "announce_model", "add_keywords_option", "keyword_lines"]
 
 #: the default search in words, as every command's --help states it
 DEFAULT_SEARCH_TEXT = (f"the model's words ({WORDS_SEARCH.method}, beam {WORDS_SEARCH.beam}, "
@@ -166,3 +166,28 @@ def announce_model(recognizer: Recognizer) -> None:
     files = recognizer.model_files
     if files is not None and files.chose and not recognizer.config.model.is_builtin:
         print(f"streamdec: {files.describe()}", file=sys.stderr, flush=True)
+
+
+def add_keywords_option(p: argparse.ArgumentParser) -> None:
+    """``--keywords KEYWORDS``: keyword spotting beside the transcript."""
+    p.add_argument("--keywords", metavar="KEYWORDS",
+                   help="spot keywords beside the transcript: a file with one keyword a line, "
+                        "or keywords separated by '/', in sherpa-onnx's format: a phrase or "
+                        "its units (e.g. 'HEY JARVIS' or '\u2581A LE X A'), then optional "
+                        "':BOOST' '#THRESHOLD' '@TEXT' (e.g. 'ALEXA #0.3/JARVIS :2'); see "
+                        "docs/keywords.md (default: none)")
+
+
+def keyword_lines(value: str | None, recognizer: Recognizer) -> list[str] | None:
+    """The keyword lines of ``--keywords`` (a file's lines when ``value`` names a file, else
+    ``value`` split at ``/``), checked against the recognizer's model: ConfigError /
+    TokenizeError for an unusable list (before any audio is decoded). None without it."""
+    from pathlib import Path
+
+    from ..search.keyword_graph import read_keywords, split_keywords
+
+    if value is None:
+        return None
+    lines = read_keywords(value) if Path(value).is_file() else split_keywords(value)
+    recognizer.resources.keywords(lines, recognizer.keyword_search.config)
+    return lines

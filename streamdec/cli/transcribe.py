@@ -12,16 +12,17 @@ from pathlib import Path
 
 from ..audio.pcm import ENCODINGS
 from ..core.recognizer import Recognizer
-from ..errors import ModelLoadError
+from ..errors import ConfigError, ModelLoadError, TokenizeError
 from ..files.audio_file import STDIN, RawFormat
+from ..core.results import KeywordEvent
 from ..files.formats import (FORMATS, MAX_CUE_SECONDS, MAX_LINE_CHARS, MAX_LINES, event_json,
-                       subtitles, transcript)
+                             keyword_json, keyword_line, subtitles, transcript)
 from ..files.transcribe import FileTranscription, transcribe_files, transcribe_realtime
 from ..textfmt import default_formatter
 from .live_line import LiveLine
-from .options import (HelpFormatter, add_recognizer_options, add_text_format_option,
-                      announce_model, chosen_text_format,
-                      app_config_from_args)
+from .options import (HelpFormatter, add_keywords_option, add_recognizer_options,
+                      add_text_format_option, announce_model, app_config_from_args,
+                      chosen_text_format, keyword_lines)
 
 EPILOG = (
     "One bad file fails alone. A file that cannot be read prints nothing on standard output "
@@ -65,6 +66,7 @@ def add_parser(sub) -> None:
     p.add_argument("--raw-encoding", choices=ENCODINGS,
                    help="sample encoding of headerless PCM (needs --raw-rate; default: s16le)")
     p.add_argument("--stats", action="store_true", help="print the real-time factor to stderr")
+    add_keywords_option(p)
     add_recognizer_options(p)
     p.set_defaults(run=run)
 
@@ -84,6 +86,8 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
         return f"standard input ({STDIN}) can be read only once"
     if args.format in ("srt", "vtt") and len(args.files) > 1 and not args.output_dir:
         return "--format srt/vtt with several files needs --output-dir"
+    if args.keywords is not None and args.format in ("srt", "vtt"):
+        return "--keywords: keywords heard are written in --format text and jsonl, not srt/vtt"
     if args.output_dir:
         seen: dict[str, str] = {}  # output name (any case: some file systems ignore it)
         for path in args.files:
@@ -111,10 +115,13 @@ def _formatted(item: FileTranscription, level: str) -> FileTranscription:
 
 def _render(item: FileTranscription, fmt: str, prefix: bool) -> str:
     if fmt == "text":
+        lead = f"{item.path}: " if prefix else ""
         text = transcript(item.finals)
-        return (f"{item.path}: {text}".rstrip() if prefix else text) + "\n"
+        return (f"{lead}{text}".rstrip() + "\n"
+                + "".join(f"{lead}{keyword_line(k)}\n" for k in item.keywords))
     if fmt == "jsonl":
-        return "".join(event_json(item.path, e) + "\n" for e in item.events)
+        return ("".join(event_json(item.path, e) + "\n" for e in item.events)
+                + "".join(keyword_json(item.path, k) + "\n" for k in item.keywords))
     return subtitles(item.finals, fmt)
 
 
@@ -143,6 +150,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     recognizer = Recognizer(app.recognizer)
     announce_model(recognizer)
+    try:
+        keywords = keyword_lines(args.keywords, recognizer)
+    except (ConfigError, TokenizeError) as e:
+        print(f"streamdec: error: --keywords: {e}", file=sys.stderr)
+        return 2
     out_dir = Path(args.output_dir) if args.output_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,17 +187,22 @@ def run(args: argparse.Namespace) -> int:
                     else lambda f, e: print(event_json(f, e), flush=True))
 
             def on_event(f, e, show=show):
-                show(f, default_formatter().apply(e, level))
+                if not isinstance(e, KeywordEvent):
+                    show(f, default_formatter().apply(e, level))
+                elif args.format == "text":
+                    show.note(f, keyword_line(e))
+                else:
+                    print(keyword_json(f, e), flush=True)
         for path in args.files:
             emit(transcribe_realtime(recognizer, path, app.audio.chunk_ms, on_event,
-                                     args.channel, raw))
+                                     args.channel, raw, keywords=keywords))
     else:
         from tqdm import tqdm
 
         bar = tqdm(total=len(args.files), unit="file", disable=len(args.files) < 2 or None,
                    file=sys.stderr)
         for item in transcribe_files(recognizer, args.files, batch_size=args.batch_size,
-                                     channel=args.channel, raw=raw):
+                                     channel=args.channel, raw=raw, keywords=keywords):
             emit(item)
             bar.update(1)
         bar.close()

@@ -22,14 +22,14 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 import numpy as np
 
 from .recognizer import Recognizer
-from .results import Result
+from .results import Event, Result
 from .stream import Stream
 
 __all__ = ["decode_ready", "accept", "finish", "decode_audio", "pop_events", "Job",
            "decode_continuously"]
 
 
-def pop_events(recognizer: Recognizer, stream: Stream) -> list[Result]:
+def pop_events(recognizer: Recognizer, stream: Stream) -> list[Event]:
     """The stream's events since the last call (``Stream.pop_events``), each final that a
     second pass applies to decoded again here, in this thread (the recognizer's second
     pass, when the stream keeps audio for it: ``streamdec.core.second_pass``), and each
@@ -41,7 +41,9 @@ def pop_events(recognizer: Recognizer, stream: Stream) -> list[Result]:
         return events
     out = []
     for e in events:
-        if second.applies(e):
+        if not isinstance(e, Result):
+            pass
+        elif second.applies(e):
             e = second.run(e, second.clip(stream.kept, e))
         elif not e.is_final and stream.agreement is not None:
             e = _refreshed(recognizer, stream, e)
@@ -69,7 +71,7 @@ def decode_ready(recognizer: Recognizer, streams: Sequence[Stream]) -> None:
 
 
 def accept(recognizer: Recognizer, stream: Stream, sample_rate: int,
-           samples: np.ndarray) -> list[Result]:
+           samples: np.ndarray) -> list[Event]:
     """One step of the loop: accept ``samples``, decode every whole chunk, and return the
     events made since the last call (AudioInputError / StreamStateError from
     ``Stream.accept_waveform``: the stream is unchanged)."""
@@ -78,7 +80,7 @@ def accept(recognizer: Recognizer, stream: Stream, sample_rate: int,
     return pop_events(recognizer, stream)
 
 
-def finish(recognizer: Recognizer, stream: Stream) -> list[Result]:
+def finish(recognizer: Recognizer, stream: Stream) -> list[Event]:
     """End of input: decode to the end and return the last events (the last is_eof)."""
     stream.input_finished()
     decode_ready(recognizer, [stream])
@@ -86,9 +88,9 @@ def finish(recognizer: Recognizer, stream: Stream) -> list[Result]:
 
 
 def decode_audio(recognizer: Recognizer, stream: Stream, sample_rate: int,
-                 pieces: Iterable[np.ndarray]) -> list[Result]:
+                 pieces: Iterable[np.ndarray]) -> list[Event]:
     """``accept`` each piece in turn, then ``finish``: every event of the stream."""
-    events: list[Result] = []
+    events: list[Event] = []
     for samples in pieces:
         events += accept(recognizer, stream, sample_rate, samples)
     return events + finish(recognizer, stream)

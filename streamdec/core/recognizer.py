@@ -44,11 +44,12 @@ from ..models.files import find_model_files
 from ..search import Search, SearchConfig
 from ..search.config import default_search
 from ..search.base import SearchState
+from ..search.keywords import KeywordConfig, KeywordSearch
 from ..tokens import SymbolTable
 from .endpoint import EndpointConfig
 from .local_agreement import Agreement, LocalAgreement
 from .resources import SearchResources
-from .results import Result
+from .results import Event, make_keyword_event
 from .second_pass import KeptAudio, SecondPass, SecondPassConfig
 from .segments import Closing, SegmentState, Segmenter
 from .stream import DecodeState, Stream
@@ -113,6 +114,10 @@ class Recognizer:
                                          self.config.search.decoder_cache_size)
         # the default configuration's files are read and checked now, before any audio
         self.resources.prepare(self.config.search)
+        #: keyword spotting, for the streams created with keywords (beside their transcript)
+        self.keyword_search = KeywordSearch(self.model, KeywordConfig(),
+                                            self.resources.decoder_cache, self.symbols.unk_id,
+                                            self.meta)
         self._vad: Gate | None = None  # loaded with the first stream that uses it
         #: the second pass over each utterance (None: off, ``config.second_pass.enabled``)
         self.second_pass = second_pass or self._load_second_pass()
@@ -154,7 +159,8 @@ class Recognizer:
                       phrases: Sequence[str] | None = None, vad: bool | None = None,
                       endpoint: EndpointConfig | None = None,
                       second_pass: bool | None = None,
-                      local_agreement: bool | None = None) -> Stream:
+                      local_agreement: bool | None = None,
+                      keywords: Sequence[str] | None = None) -> Stream:
         """A new stream, decoded with ``search`` (default: the recognizer's search config).
 
         ``vad``: gate the stream's audio with the voice activity detector (None: as
@@ -182,7 +188,12 @@ class Recognizer:
         ``local_agreement``: whether the stream's partials are refreshed by local agreement
         with the second pass's model (``streamdec.core.local_agreement``; None: as
         ``[second_pass] local_agreement`` says; True without the stream's second pass:
-        ConfigError)."""
+        ConfigError).
+
+        ``keywords``: keyword lines (``search.keyword_graph``: units or phrases, with
+        optional ``:boost #threshold @text``) spotted beside the transcript: each keyword
+        heard is a ``KeywordEvent`` among the stream's results (None: no spotting; a list
+        without a keyword: ConfigError; units the model lacks: TokenizeError)."""
         if (second_pass or local_agreement) and self.second_pass is None:
             raise ConfigError("a second pass was asked for, but none is configured "
                               "(--config two-pass, or [second_pass] enabled = true)")
@@ -194,10 +205,12 @@ class Recognizer:
             local_agreement = (kept is not None
                                and self.second_pass.config.local_agreement)
         r = self.resources.prepare(search or self.config.search, hotwords, phrases)
+        spotting = (None if keywords is None else self.keyword_search.init_state(
+            self.resources.keywords(keywords, self.keyword_search.config)))
         state = DecodeState(
             encoder_states=tuple(self.model.state_layout.initial()),
             search_state=r.search.init_state(graph=r.hotwords, words=r.words),
-            segment=SegmentState())
+            segment=SegmentState(), keywords=spotting)
         queue = None
         if vad if vad is not None else self.config.vad.enabled:
             state = replace(state, vad=self.vad_gate.initial())
@@ -412,11 +425,13 @@ class Recognizer:
                 plans.append((replace(it, state=state), events))
             else:  # SKIP: the timeline moves on, the encoder starts afresh at the next speech
                 start = state.processed_feature_frames + count * meta.chunk_shift
+                skipped = count * meta.encoder_frames_per_chunk
                 state = replace(
                     state, encoder_states=tuple(self.model.state_layout.initial()),
-                    search_state=it.search.skip(state.search_state,
-                                                count * meta.encoder_frames_per_chunk),
-                    processed_feature_frames=start)
+                    search_state=it.search.skip(state.search_state, skipped),
+                    processed_feature_frames=start,
+                    keywords=(None if state.keywords is None
+                              else self.keyword_search.skip(state.keywords, skipped)))
                 if it.input_done and it.frames_ready < start + meta.chunk_frames:
                     more, search_state, segment = self.segmenter.advance(
                         it.search, state.search_state, state.segment, True, it.endpoint)
@@ -449,17 +464,36 @@ class Recognizer:
             new = search.step([items[i].state.search_state for i in idx], encoder_out[idx])
             for i, st in zip(idx, new):
                 search_states[i] = st
+        spotted = self._spot(items, encoder_out)
         updates = []
         # each stream's states stay a row of the batch: the same streams in the same order
         # next time are fed back without a copy (``StateLayout.share``)
-        for it, enc_states, st in zip(items, layout.share(states, len(items)), search_states):
+        for it, enc_states, st, (keywords, heard) in zip(
+                items, layout.share(states, len(items)), search_states, spotted):
             events, st, segment = self.segmenter.advance(it.search, st, it.state.segment,
                                                          it.is_last, it.endpoint, it.closing)
             # a stream that has ended never encodes again: it keeps no states (nor its batch)
             state = DecodeState(() if segment.done else enc_states, st, segment,
-                                it.state.processed_feature_frames + meta.chunk_shift, it.state.vad)
-            updates.append(StreamUpdate(state, events))
+                                it.state.processed_feature_frames + meta.chunk_shift, it.state.vad,
+                                keywords)
+            updates.append(StreamUpdate(state, heard + events))
         return updates
+
+    def _spot(self, items: Sequence["_Item"], encoder_out: np.ndarray
+              ) -> list[tuple[object, list[Event]]]:
+        """Per item: its keyword state after this chunk and the keywords heard in it (one
+        batched step for every stream that spots keywords)."""
+        out: list[tuple[object, list[Event]]] = [(it.state.keywords, []) for it in items]
+        idx = [i for i, it in enumerate(items) if it.state.keywords is not None]
+        if not idx:
+            return out
+        states, hits = self.keyword_search.step([items[i].state.keywords for i in idx],
+                                                encoder_out[idx])
+        for i, state, found in zip(idx, states, hits):
+            shift = items[i].state.segment.shift
+            out[i] = (state, [make_keyword_event(h, self.symbols, self.meta, shift)
+                              for h in found])
+        return out
 
 
 @dataclass(frozen=True)
@@ -493,5 +527,5 @@ class StreamUpdate:
     """What a decode gives one stream: its next decoding state and events, or an error."""
 
     state: DecodeState | None
-    events: list[Result]
+    events: list[Event]  # results (and keyword events of a stream that spots them)
     error: DecodeError | None = None

@@ -13,6 +13,8 @@ neural LM      LM file                                      ``NeuralLm`` (one ON
 hotwords file  (file, default score)                        ``read_hotwords_file``
 hotwords       (file, default score, the stream's phrases)  ``hotwords_graph``
 grammar        (phrases, penalties, bonus)                  ``grammar_graph``
+keywords       (keyword lines, default boost, threshold)     ``parse_keywords``,
+                                                            ``KeywordGraph.build``
 word graph     (lang directory, ``WordOptions``)            ``load_word_graph``
 compiled lang  lang directory                               ``load_compiled`` (its prefix
                                                             tree and n-gram: one per
@@ -36,13 +38,16 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Callable, Hashable, Sequence
 
 from ..lru import LruCache
 from ..search import DecoderCache, Search, SearchConfig, make_search
 from ..search.context_graph import (ContextGraph, hotwords_graph, parse_hotwords,
                                    read_hotwords_file)
 from ..search.word_graph import WordGraph, WordOptions
+
+if TYPE_CHECKING:
+    from ..search.keyword_graph import KeywordGraph
 
 __all__ = ["SearchResources", "StreamResources", "RESOURCE_BUDGET", "HEAVY"]
 
@@ -125,6 +130,18 @@ class SearchResources:
         extra = tuple(extra)
         return self._get(("hotwords",) + file_key + (extra,), lambda: hotwords_graph(
             file_phrases + parse_hotwords(extra, config.hotwords_score), self.symbols))
+
+    def keywords(self, lines: Sequence[str], config) -> "KeywordGraph":
+        """The keyword graph of a stream's keyword lines (``search.keyword_graph``) with the
+        defaults of ``config`` (a ``KeywordConfig``); ConfigError / TokenizeError for an
+        unusable list."""
+        from ..search.keyword_graph import KeywordGraph, parse_keywords
+
+        lines = tuple(lines)
+        return self._get(("keywords", lines, config.boost, config.threshold),
+                         lambda: KeywordGraph.build(
+                             parse_keywords(lines, self.symbols, config.boost, config.threshold),
+                             self.meta.vocab_size))
 
     def words(self, config: SearchConfig, phrases: Sequence[str] | None = None
               ) -> WordGraph | None:

@@ -23,7 +23,8 @@ from ..models.base import ModelMeta
 from ..search.base import Hypothesis
 from ..tokens import SymbolTable
 
-__all__ = ["Result", "Word", "make_result", "stable_word_count"]
+__all__ = ["Result", "Word", "KeywordEvent", "Event", "make_result", "make_keyword_event",
+           "stable_word_count"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,32 @@ class Result:
     def absolute_timestamps(self) -> tuple[float, ...]:
         """Token times in seconds from the stream start."""
         return tuple(self.start_time + t for t in self.timestamps)
+
+
+@dataclass(frozen=True)
+class KeywordEvent:
+    """A keyword heard in a stream created with keywords (``Recognizer.create_stream``):
+    it comes among the stream's results, before the results of the chunk it ended in."""
+
+    keyword: str  # the keyword's text (its ``@TEXT``, or the phrase as written)
+    start_time: float  # its first unit's time, seconds from the stream start
+    end_time: float  # one encoder frame after its last unit's time
+    score: float  # mean probability of its units, in (0, 1]
+    tokens: tuple[str, ...]  # its units as in tokens.txt
+
+
+#: what a stream hands out: results, and keyword events where it spots keywords
+Event = Result | KeywordEvent
+
+
+def make_keyword_event(hit, symbols: SymbolTable, meta: ModelMeta, shift: int = 0
+                       ) -> KeywordEvent:
+    """The event of a ``search.keywords.KeywordHit`` (frames -> seconds); ``shift``:
+    encoder frames of silence a force-final inserted before it (taken out of its times)."""
+    seconds = _frame_seconds(meta.encoder_frame_seconds)
+    return KeywordEvent(hit.text, seconds(hit.frames[0] - shift),
+                        seconds(hit.frames[-1] + 1 - shift), round(hit.score, 6),
+                        tuple(symbols.symbols(hit.tokens)))
 
 
 def make_result(hyp: Hypothesis, symbols: SymbolTable, meta: ModelMeta, *, segment: int,

@@ -17,13 +17,14 @@ import numpy as np
 
 from ..audio.features import FeatureConfig, StreamingFeatures
 from ..errors import StreamdecError, StreamStateError
-from .results import Result
+from .results import Event
 from .segments import SegmentState
 
 if TYPE_CHECKING:
     from ..audio.vad import SampleQueue, VadState
     from ..models.states import EncoderStates
     from ..search.base import Search, SearchState
+    from ..search.keywords import KeywordState
     from .endpoint import EndpointConfig
     from .local_agreement import Agreement
     from .second_pass import KeptAudio
@@ -41,6 +42,7 @@ class DecodeState:
     segment: SegmentState
     processed_feature_frames: int = 0  # feature frames the encoder has advanced past
     vad: "VadState | None" = None  # the stream's voice activity detector (None: no VAD)
+    keywords: "KeywordState | None" = None  # the stream's keyword spotting (None: none)
 
 
 class Stream:
@@ -73,7 +75,7 @@ class Stream:
         self.error: StreamdecError | None = None  # set when decoding this stream failed
         self.in_flight = False  # gathered into a batch whose results are not committed yet
         self._tail_padding_frames = tail_padding_frames
-        self._events: list[Result] = []
+        self._events: list[Event] = []
 
     # -- audio in ------------------------------------------------------------------------
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
@@ -92,8 +94,9 @@ class Stream:
         return self.features.finished
 
     # -- events out ----------------------------------------------------------------------
-    def pop_events(self) -> list[Result]:
-        """Partial and final results made since the last call, oldest first."""
+    def pop_events(self) -> list[Event]:
+        """Partial and final results made since the last call, oldest first (and, in a
+        stream created with keywords, ``KeywordEvent``s among them)."""
         events, self._events = self._events, []
         return events
 
@@ -112,7 +115,7 @@ class Stream:
         """The end-of-stream final has been made (or decoding failed): nothing more follows."""
         return self.state.segment.done or self.error is not None
 
-    def commit(self, state: DecodeState, events: list[Result]) -> None:
+    def commit(self, state: DecodeState, events: list[Event]) -> None:
         """Take a decode's result (``Recognizer.commit`` calls this): the new state, its
         events queued, feature frames the encoder no longer needs freed."""
         self.state = state

@@ -1,7 +1,8 @@
 """Output formats of ``streamdec transcribe``: pure functions of results.
 
-- text: the whole final transcript of a file;
-- jsonl: one JSON object per partial/final event;
+- text: the whole final transcript of a file (and a line per keyword heard:
+  ``keyword_line``);
+- jsonl: one JSON object per partial/final event (and per keyword heard: ``keyword_json``);
 Results formatted for people (``Result.display``, see ``streamdec.textfmt``) show their
 formatted text and words in text, srt and vtt, and add ``display``/``display_words`` to
 jsonl; the others show ``text``.
@@ -18,10 +19,10 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..core.results import Result, Word
+from ..core.results import KeywordEvent, Result, Word
 
-__all__ = ["FORMATS", "Cue", "event_json", "shown_text", "shown_words", "transcript", "wrap_lines", "cues", "cue_times",
-           "subtitles"]
+__all__ = ["FORMATS", "Cue", "event_json", "keyword_json", "keyword_line", "shown_text",
+           "shown_words", "transcript", "wrap_lines", "cues", "cue_times", "subtitles"]
 
 FORMATS = ("text", "jsonl", "srt", "vtt")
 
@@ -59,6 +60,21 @@ def event_json(file: str, result: Result) -> str:
         event.update(second_pass=result.second_pass, first_pass={
             "text": first.text, "words": _word_json(first.words)})
     return json.dumps(event, ensure_ascii=False)
+
+
+def keyword_json(file: str, event: KeywordEvent) -> str:
+    """One jsonl line for a keyword heard: ``start``/``end`` seconds from the file start,
+    ``score`` the mean probability of its units, ``tokens`` its units."""
+    return json.dumps({"file": file, "type": "keyword", "keyword": event.keyword,
+                       "start": round(event.start_time, 3), "end": round(event.end_time, 3),
+                       "score": round(event.score, 4), "tokens": list(event.tokens)},
+                      ensure_ascii=False)
+
+
+def keyword_line(event: KeywordEvent) -> str:
+    """A keyword heard, for the text format: ``keyword ALEXA at 0.96-1.40 s (score 0.52)``."""
+    return (f"keyword {event.keyword} at {event.start_time:.2f}-{event.end_time:.2f} s "
+            f"(score {event.score:.2f})")
 
 
 def shown_text(result: Result) -> str:

@@ -22,23 +22,24 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ..core.drive import decode_continuously, decode_ready, pop_events
 from ..core.recognizer import Recognizer
-from ..core.results import Result
+from ..core.results import Event, KeywordEvent, Result
 from ..errors import AudioInputError, DecodeError, StreamdecError
 from .audio_file import AudioFile, AudioFileError, RawFormat
 
 __all__ = ["FileTranscription", "transcribe_files", "transcribe_realtime"]
 
-EventCallback = Callable[[str, Result], None]
+EventCallback = Callable[[str, Event], None]
 
 
 @dataclass
 class FileTranscription:
     path: str
     events: list[Result] = field(default_factory=list)
+    keywords: list[KeywordEvent] = field(default_factory=list)  # heard, with keywords asked
     duration: float = 0.0  # seconds of audio transcribed
     error: StreamdecError | None = None  # the input failed, or was damaged partway
     warnings: list[str] = field(default_factory=list)
@@ -59,7 +60,8 @@ class _FileJob:
     ``drive.Job``). An input that cannot be opened is a finished job with its error."""
 
     def __init__(self, recognizer: Recognizer, path: str, block_seconds: float,
-                 channel: int | None, raw: RawFormat | None, index: int = 0) -> None:
+                 channel: int | None, raw: RawFormat | None, index: int = 0,
+                 keywords: Sequence[str] | None = None) -> None:
         self.index = index
         self.result = FileTranscription(path)
         self._recognizer = recognizer
@@ -68,7 +70,7 @@ class _FileJob:
         try:
             self.audio = AudioFile(path, raw)
             self.blocks = self.audio.blocks(block_seconds, channel)
-            self.stream = recognizer.create_stream()
+            self.stream = recognizer.create_stream(keywords=keywords)
         except StreamdecError as e:
             self.result.error = e
             self._abandoned = True
@@ -112,7 +114,10 @@ class _FileJob:
         if self.stream is None:
             return
         for event in pop_events(self._recognizer, self.stream):
-            self.result.events.append(event)
+            if isinstance(event, KeywordEvent):
+                self.result.keywords.append(event)
+            else:
+                self.result.events.append(event)
             if on_event:
                 on_event(self.result.path, event)
         if self.stream.error is not None and self.result.error is None:
@@ -126,16 +131,18 @@ class _FileJob:
 
 def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_size: int = 8,
                      block_seconds: float = 1.0, on_event: EventCallback | None = None,
-                     channel: int | None = None,
-                     raw: RawFormat | None = None) -> Iterator[FileTranscription]:
+                     channel: int | None = None, raw: RawFormat | None = None,
+                     keywords: Sequence[str] | None = None) -> Iterator[FileTranscription]:
     """Transcribe inputs (paths, or ``-`` for standard input), up to ``batch_size`` at a
     time; yields their results in input order. ``channel``: the channel of multi-channel
-    files to transcribe (None: their average); ``raw``: the inputs are headerless PCM."""
+    files to transcribe (None: their average); ``raw``: the inputs are headerless PCM;
+    ``keywords``: keyword lines spotted beside the transcript (``on_event`` then also gets
+    each ``KeywordEvent``)."""
     class Job(_FileJob):
         def collect(self) -> None:
             super().collect(on_event)
 
-    jobs = (Job(recognizer, str(path), block_seconds, channel, raw, index)
+    jobs = (Job(recognizer, str(path), block_seconds, channel, raw, index, keywords)
             for index, path in enumerate(paths))
     finished: dict[int, FileTranscription] = {}
     next_out = 0
@@ -149,9 +156,10 @@ def transcribe_files(recognizer: Recognizer, paths: Iterable[str | Path], batch_
 def transcribe_realtime(recognizer: Recognizer, path: str | Path, chunk_ms: int = 100,
                         on_event: EventCallback | None = None, channel: int | None = None,
                         raw: RawFormat | None = None,
-                        sleep: Callable[[float], None] = time.sleep) -> FileTranscription:
+                        sleep: Callable[[float], None] = time.sleep,
+                        keywords: Sequence[str] | None = None) -> FileTranscription:
     """Feed one input in ``chunk_ms`` pieces at the pace of live audio."""
-    job = _FileJob(recognizer, str(path), chunk_ms / 1000, channel, raw)
+    job = _FileJob(recognizer, str(path), chunk_ms / 1000, channel, raw, keywords=keywords)
     start = time.monotonic()
     while not job.finished:
         wait = start + job.audio.seconds_read - time.monotonic()

@@ -17,6 +17,10 @@ for all hypotheses of all streams, ``<unk>`` as blank, equal sequences log-added
 score / (tokens + context size), hotword bonuses from the stream's ``ContextGraph``
 (``context_graph``) refunded at segment end.
 
+Keywords: ``keywords`` spots a stream's keywords (``keyword_graph``: sherpa-onnx's keyword
+format and automaton) beside whichever search makes its transcript, on the same encoder
+frames; it has a small protocol of its own (``init_state``, ``step`` -> states and hits).
+
 Words, for every beam search: a stream's ``WordGraph`` (``word_graph``: lexicon prefix tree x
 word n-gram, or a phrase ``Grammar`` from ``grammar``) constrains the units to words and
 adds the word LM's scores; a search's ``NeuralLm`` (``neural_lm``, ``config.lm_file``) adds

@@ -133,8 +133,15 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             await websocket.send_denial_response(
                 PlainTextResponse(options.reason, options.status, headers={"Hint": options.reason}))
             return
+        if options.keywords is not None and protocol != "sherpa":
+            context.metrics.errors.labels("bad_options").inc()
+            await websocket.send_denial_response(PlainTextResponse(
+                f"keywords: the {protocol} protocol cannot carry keyword events; the "
+                "sherpa-onnx protocol (/sherpa) can", 400))
+            return
         try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
-            await context.engine.prepare(options.search, options.hotwords, options.phrases)
+            await context.engine.prepare(options.search, options.hotwords, options.phrases,
+                                         options.keywords)
             connection = Connection(context.engine, context.config, context.metrics,
                                     websocket, protocol, options, context.records,
                                     context.redaction)

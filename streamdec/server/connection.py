@@ -48,6 +48,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..audio.pcm import decode_pcm, deinterleave
+from ..core.results import KeywordEvent
 from ..errors import (CLOSE_CODES, AudioInputError, ClientError, DecodeError, Disconnected,
                       StreamdecError)
 from .display import formatted
@@ -142,7 +143,8 @@ class Connection:
                                           phrases=options.phrases, vad=options.vad,
                                           endpoint=options.endpoint,
                                           second_pass=options.second_pass,
-                                          local_agreement=options.local_agreement))
+                                          local_agreement=options.local_agreement,
+                                          keywords=options.keywords))
         self.options = options
         if self._started and self._idle_timer is None:  # input goes on (a reset)
             self._arm_idle_timer(self.limits.idle_timeout_seconds)
@@ -419,7 +421,8 @@ class Connection:
             elif isinstance(command, Reopen):
                 options = command.options
                 try:  # heavy builds (a grammar) in an executor, then the streams open
-                    await self.engine.prepare(options.search, options.hotwords, options.phrases)
+                    await self.engine.prepare(options.search, options.hotwords, options.phrases,
+                                              options.keywords)
                     self.open_streams(options)
                 except StreamdecError as e:  # TokenizeError / ConfigError
                     raise ClientError("bad_config", f"config: {e}") from None
@@ -454,6 +457,9 @@ class Connection:
     async def _push(self, session, channel: int) -> None:
         try:
             async for result in self.lives[channel].results():
+                if isinstance(result, KeywordEvent):  # a stream opened with keywords
+                    await self._run(session, session.keyword(channel, result))
+                    continue
                 result = redacted(await formatted(result, self.text_format),
                                   self.redaction, self.options.redact)
                 await self._store(channel, result)

@@ -10,6 +10,9 @@ parameter            meaning                                                    
 ``beam``             beam size of a beam search                                  the server's
 ``hotwords``         phrases to bias (``phrase`` or ``phrase :score``), comma-   none
                      separated; may repeat; needs a beam search
+``keywords``         keywords to spot beside the transcript (sherpa-onnx's       none
+                     format, ``/``-separated; may repeat; the sherpa-onnx
+                     protocol only: its events are JSON messages of their own)
 ``vad``              ``true`` | ``false``: skip silence with the voice activity  the server's
                      detector (``[vad] enabled``)
 ``second_pass``      ``true`` | ``false``: finals decoded again by the server's   on where the
@@ -41,6 +44,7 @@ from ..core.endpoint import EndpointConfig
 from ..errors import ConfigError, OptionError
 from ..search.config import (SEARCH_METHODS, SearchConfig, require_beam_search,
                              with_beam_search, with_method)
+from ..search.keyword_graph import split_keywords
 from ..textfmt.format import check_text_format
 from ..textfmt.redact import parse_kinds
 from ..validation import unknown_names
@@ -54,7 +58,7 @@ MAX_CHANNELS = 2
 MAX_BEAM = 64
 KNOWN = ("sample_rate", "encoding", "channels", "search", "beam", "hotwords", "phrases",
          "token", "vad", "text_format", "second_pass", "local_agreement",
-         "redact") + ENDPOINT_KEYS
+         "redact", "keywords") + ENDPOINT_KEYS
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class StreamOptions:
     # partials refreshed by local agreement on/off (None: the server's ``[second_pass]``)
     local_agreement: bool | None = None
     redact: frozenset[str] = frozenset()  # kinds redacted on top of the server's
+    keywords: tuple[str, ...] | None = None  # keyword lines spotted (None: no spotting)
 
     def describe(self) -> dict:
         """For the connection log line."""
@@ -96,6 +101,8 @@ class StreamOptions:
             out["second_pass"] = self.second_pass
         if self.local_agreement is not None:
             out["local_agreement"] = self.local_agreement
+        if self.keywords is not None:
+            out["keywords"] = len(self.keywords)
         return out
 
     def with_phrases(self, phrases: Sequence[str] | None, default: SearchConfig
@@ -211,6 +218,9 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
             if value not in ("true", "false"):
                 raise OptionError(f"{name} must be true or false, got {value!r}")
             options = replace(options, **{name: value == "true"})
+    if "keywords" in query:  # checked against the model when the streams open
+        options = replace(options, keywords=tuple(
+            line for value in query["keywords"] for line in split_keywords(value)))
     rules = _endpoint(query, endpoint or EndpointConfig(), endpoint_limits or EndpointLimits())
     return replace(options, endpoint=rules) if rules is not None else options
 

@@ -13,6 +13,13 @@ with ``is_final`` and ``is_eof`` true, then the text ``Done!``; the server then 
 With ``channels=2`` every message also has ``"channel"``, and ``Done!`` follows the last
 result of both channels. Finals of a connection with ``text_format`` ``punct``/``full``
 also have ``display`` and ``display_words`` (``display.py``), after sherpa-onnx's fields.
+
+With ``keywords=...`` (``options``), each keyword heard is a message of its own
+(``keyword_message``), sent before the results of the chunk it ended in: ``"type":
+"keyword"`` with the keyword, its times and score, and the fields a sherpa-onnx client
+reads repeated from the open segment as last sent (its id, its text or ``""``,
+``is_final`` false): a client that reads only those sees the open segment as it was,
+never a final.
 """
 
 from __future__ import annotations
@@ -21,13 +28,13 @@ import json
 
 import numpy as np
 
-from ..core.results import Result
+from ..core.results import KeywordEvent, Result
 from ..errors import ClientError
 from .display import display_fields
 from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
 
-__all__ = ["sherpa_message", "trailing_blanks", "SherpaSession", "DONE", "DONE_REPLY",
-           "FINALIZE"]
+__all__ = ["sherpa_message", "keyword_message", "trailing_blanks", "SherpaSession", "DONE",
+           "DONE_REPLY", "FINALIZE"]
 
 DONE = "Done"
 DONE_REPLY = "Done!"
@@ -69,6 +76,21 @@ def sherpa_message(result: Result, frame_seconds: float, channel: int | None = N
     return _to_json(message)
 
 
+def keyword_message(event: KeywordEvent, segment: int, text: str,
+                    channel: int | None = None) -> str:
+    """A keyword heard, while ``segment`` is open with ``text`` last sent for it: the
+    keyword's fields, then sherpa-onnx's ``text``/``segment``/``is_final``/``is_eof`` as
+    they stand (a client of results alone sees the open segment as it was)."""
+    message = {"type": "keyword", "keyword": event.keyword,
+               "start_time": round(event.start_time, 2), "end_time": round(event.end_time, 2),
+               "score": round(event.score, 4),
+               "tokens": [t.replace("\u2581", " ") for t in event.tokens],
+               "text": text, "segment": segment, "is_final": False, "is_eof": False}
+    if channel is not None:
+        message["channel"] = channel
+    return _to_json(message)
+
+
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
@@ -94,6 +116,8 @@ class SherpaSession:
         self.frame_seconds = frame_seconds
         self.finished = False  # the input is over (Done, or the drain)
         self.draining = False
+        # per channel: the open segment and its text as last sent (keyword messages)
+        self.open = [(0, "")] * channels
 
     def receive(self, message) -> list[Command]:
         """A client message: bytes, text or ``DRAIN``."""
@@ -126,7 +150,16 @@ class SherpaSession:
 
     def result(self, channel: int, result: Result) -> list[Command]:
         tag = channel if self.channels > 1 else None
+        if not result.is_final:
+            self.open[channel] = (result.segment, result.text.lstrip())
+        else:  # the next segment is open (an empty final keeps its id)
+            self.open[channel] = (result.segment + 1 if result.token_ids else result.segment, "")
         return [Send(sherpa_message(result, self.frame_seconds, tag))]
+
+    def keyword(self, channel: int, event: KeywordEvent) -> list[Command]:
+        segment, text = self.open[channel]
+        return [Send(keyword_message(event, segment, text,
+                                     channel if self.channels > 1 else None))]
 
     def results_ended(self) -> list[Command]:
         return [Send(DONE_REPLY), Close(1000, "done")]
