@@ -47,6 +47,9 @@ starting at a different utterance, in ``--chunk-ms`` messages paced at real time
 - ``finals``: utterances whose audio and gap were sent, the utterances that got a final
   with text, ``lost`` = sent utterances without one, ``late`` = finals that arrived after
   the next utterance's audio began, ``split`` = extra finals within one utterance;
+- ``final_delay_ms``: for each final, the time from sending the message that holds its
+  utterance's last speech sample to receiving the final: the endpoint's trailing silence
+  (the endpoint rules) plus the server's work on the final (a second pass's included);
 - ``finals_wer``: the WER of every completely sent utterance's finals (none: all its
   words deleted) against its transcript. At one stream count every peer and run gets the
   same utterances (client n starts at utterance n): compare them there;
@@ -270,6 +273,7 @@ class Program:
     audio: np.ndarray
     starts: list[int]  # first sample of each utterance
     ends: list[int]  # sample after each utterance's gap (its endpoint needs the gap)
+    speech_ends: list[int]  # sample after each utterance's speech (its gap begins there)
 
 
 def build_programs(utts, gap: float, seconds: float, count: int) -> list[Program]:
@@ -284,14 +288,15 @@ def build_programs(utts, gap: float, seconds: float, count: int) -> list[Program
     tiled = np.tile(cycle, repeats)
     programs = []
     for n in range(count):
-        starts, ends, pos, i = [], [], 0, n
+        starts, ends, speech_ends, pos, i = [], [], [], 0, n
         while pos < seconds * RATE:
             starts.append(pos)
+            speech_ends.append(pos + len(utts[i % len(utts)]))
             pos += len(utts[i % len(utts)]) + len(silence)
             ends.append(pos)
             i += 1
         first = int(offsets[n % len(utts)])
-        programs.append(Program(tiled[first:first + pos], starts, ends))
+        programs.append(Program(tiled[first:first + pos], starts, ends, speech_ends))
     return programs
 
 
@@ -304,6 +309,7 @@ class ClientStats:
     final_utterances: set[int] = field(default_factory=set)  # utterances with a final
     late: int = 0
     split: int = 0  # finals beyond the first within one utterance
+    final_delay: list[float] = field(default_factory=list)  # utterance's last sample -> final
     max_send_lag: float = 0.0
     finished: bool = False
     error: str | None = None
@@ -434,6 +440,10 @@ async def run_client(url: str, program: Program, chunk: int, pacing: Pacing, t_s
                 stats.split += 1
                 return
             stats.final_utterances.add(i)
+            last = (sent((program.speech_ends[i] - 1) // chunk)
+                    if i < len(program.speech_ends) else None)
+            if last is not None:
+                stats.final_delay.append(now - last)
             # late: the next utterance's audio had started being sent
             if (i + 1 < len(program.starts)
                     and sent(program.starts[i + 1] // chunk) is not None):
@@ -604,6 +614,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing,
     report = {
         "chunk_latency_ms": latency_ms([x for s in stats for x in s.chunk_latency]),
         "token_latency_ms": latency_ms([x for s in stats for x in s.token_latency]),
+        "final_delay_ms": latency_ms([x for s in stats for x in s.final_delay]),
         "unmatched_tokens": sum(s.unmatched for s in stats),
         "finals": {"utterances": sum(s.utterances for s in stats),
                    "received": sum(len(s.final_utterances) for s in stats),
