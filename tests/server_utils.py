@@ -139,6 +139,18 @@ async def messages_until_closed(ws) -> list:
 
 
 # -- clients -----------------------------------------------------------------------------------
+async def connect_on(url: str, worker: str, **connect):
+    """A WebSocket connection (``websockets.connect(url, **connect)``) that reached
+    ``worker`` of a ``serve --workers`` server, e.g. ``worker-0`` (the kernel picks: the
+    others are closed before sending anything, and it tries again)."""
+    for _ in range(100):
+        ws = await websockets.connect(url, **connect)
+        if ws.response.headers["x-streamdec-replica"] == worker:
+            return ws
+        await ws.close()
+    raise AssertionError(f"no connection reached {worker}")
+
+
 def pieces(data: bytes, size: int):
     for i in range(0, len(data), size):
         yield data[i:i + size]

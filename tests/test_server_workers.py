@@ -23,8 +23,8 @@ import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import (UNIT, ServerProcess, get, run, sherpa_client, sherpa_text,
-                          vosk_client, vosk_text, wait_for_idle)
+from server_utils import (UNIT, ServerProcess, connect_on, get, run, sherpa_client,
+                          sherpa_text, vosk_client, vosk_text, wait_for_idle)
 from streamdec import Recognizer
 from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
@@ -202,17 +202,6 @@ def test_a_killed_worker_is_restarted_and_the_server_keeps_serving(audios, texts
         assert wait_for_idle(server)["connections"] == 0
     finally:
         assert server.stop() == 0
-
-
-async def connect_on(url: str, worker: str):
-    """A WebSocket connection that reached ``worker`` (the kernel picks: the others are
-    closed and it tries again)."""
-    for _ in range(100):
-        ws = await websockets.connect(url)
-        if ws.response.headers["x-streamdec-replica"] == worker:
-            return ws
-        await ws.close()
-    raise AssertionError(f"no connection reached {worker}")
 
 
 async def streaming_client(ws, audio: np.ndarray, started: asyncio.Event) -> dict:
