@@ -24,10 +24,12 @@ UNIT = float(os.environ.get("STREAMDEC_TEST_TIMEOUT_UNIT", "1.0"))
 
 
 class ServerProcess:
-    """``python -m streamdec serve ARGS --port 0``; the ports come from its log."""
+    """``python -m streamdec serve ARGS --port 0``; the ports come from its log. ``launcher``:
+    what runs the command line instead of ``-m streamdec`` (a script and its arguments)."""
 
-    def __init__(self, *args: str, env: dict | None = None, start_timeout: float = 60) -> None:
-        cmd = [sys.executable, "-m", "streamdec", "serve", "--port", "0", *args]
+    def __init__(self, *args: str, env: dict | None = None, start_timeout: float = 60,
+                 launcher: tuple[str, ...] = ("-m", "streamdec")) -> None:
+        cmd = [sys.executable, *launcher, "serve", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
         self.log: list[str] = []
