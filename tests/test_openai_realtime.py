@@ -14,7 +14,6 @@ recorded speech (LibriSpeech, from ``../shared/data/real-en``).
 from __future__ import annotations
 
 import base64
-import io
 import json
 import subprocess
 import sys
@@ -27,12 +26,9 @@ import soxr
 import websockets
 from openai import OpenAI
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-from call_common import mulaw_encode  # noqa: E402  (G.711 as the telephony clients send it)
-
 from server_utils import run, sherpa_client, token_server
 from streamdec.audio.pcm import decode_pcm
-from test_deepgram import CLIPS, SPEECH
+from test_deepgram import CLIPS, SPEECH, g711
 
 KEY = "oa-test-key"
 RATE = 24000
@@ -136,16 +132,6 @@ def test_sdk_no_turn_detection_commit_and_clear(server, speech):
                          clear_at=len(range(0, half, 4800)) - 1)
     assert [e.type for e in cleared].count("input_audio_buffer.cleared") == 1
     assert not any(e.type == COMPLETED for e in cleared)
-
-
-def g711(pcm: np.ndarray, encoding: str) -> bytes:
-    """int16 samples as a telephone sends them: mu-law by the telephony clients' encoder,
-    A-law by libsndfile's (headerless ``ALAW``)."""
-    if encoding == "mulaw":
-        return mulaw_encode(pcm)
-    out = io.BytesIO()
-    sf.write(out, pcm, 8000, format="RAW", subtype="ALAW")
-    return out.getvalue()
 
 
 @pytest.mark.parametrize("fmt, encoding", [("audio/pcmu", "mulaw"), ("audio/pcma", "alaw")])

@@ -30,8 +30,8 @@ from streamdec.audio.pcm import decode_pcm
 from streamdec.files.transcribe import transcribe_files
 from test_deepgram import client as dg_client
 from test_deepgram import finals as dg_finals
-from test_deepgram import pcm16, speech, stream  # noqa: F401  (speech: two real utterances)
-from test_openai_realtime import COMPLETED, SERVER_VAD, g711, sherpa_finals
+from test_deepgram import g711, pcm16, speech, stream  # noqa: F401  (speech: real utterances)
+from test_openai_realtime import COMPLETED, SERVER_VAD, sherpa_finals
 from test_openai_realtime import transcribe as realtime
 from test_server import clips, rec  # noqa: F401  (the same 20 clips, the same recognizer)
 
