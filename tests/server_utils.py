@@ -24,10 +24,12 @@ UNIT = float(os.environ.get("STREAMDEC_TEST_TIMEOUT_UNIT", "1.0"))
 
 
 class ServerProcess:
-    """``python -m streamdec serve ARGS --port 0``; the ports come from its log."""
+    """``python -m streamdec serve ARGS --port 0``; the ports come from its log. ``launcher``:
+    what runs the command line instead of ``-m streamdec`` (a script and its arguments)."""
 
-    def __init__(self, *args: str, env: dict | None = None, start_timeout: float = 60) -> None:
-        cmd = [sys.executable, "-m", "streamdec", "serve", "--port", "0", *args]
+    def __init__(self, *args: str, env: dict | None = None, start_timeout: float = 60,
+                 launcher: tuple[str, ...] = ("-m", "streamdec")) -> None:
+        cmd = [sys.executable, *launcher, "serve", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
         self.log: list[str] = []
@@ -139,6 +141,18 @@ async def messages_until_closed(ws) -> list:
 
 
 # -- clients -----------------------------------------------------------------------------------
+async def connect_on(url: str, worker: str, **connect):
+    """A WebSocket connection (``websockets.connect(url, **connect)``) that reached
+    ``worker`` of a ``serve --workers`` server, e.g. ``worker-0`` (the kernel picks: the
+    others are closed before sending anything, and it tries again)."""
+    for _ in range(100):
+        ws = await websockets.connect(url, **connect)
+        if ws.response.headers["x-streamdec-replica"] == worker:
+            return ws
+        await ws.close()
+    raise AssertionError(f"no connection reached {worker}")
+
+
 def pieces(data: bytes, size: int):
     for i in range(0, len(data), size):
         yield data[i:i + size]

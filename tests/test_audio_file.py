@@ -117,7 +117,7 @@ def test_empty_raw_file(tmp_path):
 
 @pytest.mark.parametrize("rate, encoding, message", [
     (0, "s16le", "sample rate must be a positive integer, got 0"),
-    (8000, "alaw", "unknown encoding 'alaw'; known: s16le, f32le, mulaw"),
+    (8000, "g722", "unknown encoding 'g722'; known: s16le, f32le, mulaw, alaw"),
 ])
 def test_raw_format_checked(rate, encoding, message):
     with pytest.raises(ConfigError, match=message):

@@ -265,21 +265,28 @@ def test_unusable_input_options(capsys, tmp_path, argv, message):
     assert code == 2 and out == "" and err == f"streamdec: error: {message}\n"
 
 
+def telephone_files(folder, sox_type: str = "ul"):
+    """hello.wav as a raw 8 kHz G.711 file (sox: ``ul`` mu-law, ``al`` A-law) and the same
+    samples as a WAV."""
+    coded = folder / f"hello.{sox_type}"
+    subprocess.run(["sox", "-D", "examples/hello.wav", "-r", "8000", "-t", sox_type,
+                    str(coded)], check=True)
+    subprocess.run(["sox", "-t", sox_type, "-r", "8000", "-c", "1", str(coded),
+                    str(folder / f"hello8k-{sox_type}.wav")], check=True)
+    return coded, folder / f"hello8k-{sox_type}.wav"
+
+
 @pytest.fixture(scope="module")
 def telephone(tmp_path_factory):
     """hello.wav as a raw 8 kHz mu-law .ul file (sox) and the same samples as a WAV."""
-    d = tmp_path_factory.mktemp("ul")
-    subprocess.run(["sox", "-D", "examples/hello.wav", "-r", "8000", "-t", "ul",
-                    str(d / "hello.ul")], check=True)
-    subprocess.run(["sox", "-t", "ul", "-r", "8000", "-c", "1", str(d / "hello.ul"),
-                    str(d / "hello8k.wav")], check=True)
-    return d / "hello.ul", d / "hello8k.wav"
+    return telephone_files(tmp_path_factory.mktemp("ul"))
 
 
-def test_raw_mulaw_file(capsys, telephone):
-    ul, wav = telephone
-    code, out, err = run_cli(capsys, "transcribe", str(ul), "--raw-rate", "8000",
-                             "--raw-encoding", "mulaw")
+@pytest.mark.parametrize("encoding, sox_type", [("mulaw", "ul"), ("alaw", "al")])
+def test_raw_g711_file(capsys, tmp_path, encoding, sox_type):
+    coded, wav = telephone_files(tmp_path, sox_type)
+    code, out, err = run_cli(capsys, "transcribe", str(coded), "--raw-rate", "8000",
+                             "--raw-encoding", encoding)
     assert code == 0, err
     _, ref, _ = run_cli(capsys, "transcribe", str(wav))
     assert len(out.split()) >= 10 and out == ref

@@ -6,7 +6,8 @@ real ``streamdec serve`` on loopback, on real recorded speech (LibriSpeech, read
 - the SDK's finals have the same texts and word start times as the sherpa-onnx protocol's
   for the same audio, one ``speech_final`` per utterance, then ``Metadata``;
 - ``Finalize`` gives a final with ``from_finalize``; interim results, ``SpeechStarted`` and
-  ``UtteranceEnd`` come when asked for; stereo audio gives one result per channel;
+  ``UtteranceEnd`` come when asked for; stereo audio gives one result per channel; G.711
+  A-law at 8 kHz gives the sherpa-onnx protocol's finals for the same samples;
 - the API key is checked as a streamdec token (``Authorization: Token KEY``); a feature
   only Deepgram has is refused at the handshake (the SDK's ``ApiError`` with 400); audio
   that cannot be decoded gets Deepgram's ``Error`` message and close 1008 ``DATA-0000``.
@@ -22,14 +23,19 @@ import threading
 import numpy as np
 import pytest
 import soundfile as sf
+import soxr
 import websockets
 
 from server_utils import REPO, UNIT, run, sherpa_client, token_server
+from streamdec.audio.pcm import decode_pcm
 
 from deepgram import DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.core.events import EventType
 from deepgram.environment import DeepgramClientEnvironment
+
+sys.path.insert(0, str(REPO / "clients"))
+from call_common import mulaw_encode  # noqa: E402  (G.711 as the telephony clients send it)
 
 KEY = "dg-test-key"
 SPEECH = REPO.parent / "shared/data/real-en/mini_librispeech_train_clean_5"
@@ -195,6 +201,31 @@ def test_sdk_multichannel_one_result_per_channel(server, speech):
         by_channel[r.channel_index[0]].append(r.channel.alternatives[0].transcript)
     assert any(by_channel[0]) and not any(by_channel[1])
     assert messages[-1].type == "Metadata" and messages[-1].channels == 2
+
+
+def g711(pcm: np.ndarray, encoding: str) -> bytes:
+    """int16 samples as a telephone sends them: mu-law by the telephony clients' encoder,
+    A-law by libsndfile's (headerless ``ALAW``)."""
+    if encoding == "mulaw":
+        return mulaw_encode(pcm)
+    out = io.BytesIO()
+    sf.write(out, pcm, 8000, format="RAW", subtype="ALAW")
+    return out.getvalue()
+
+
+def test_sdk_alaw_at_8k_matches_the_sherpa_protocol(server, speech):
+    """``encoding=alaw`` (G.711 A-law, as European telephone lines carry it): the finals of
+    the same samples sent to the sherpa-onnx protocol."""
+    pcm8 = np.clip(np.round(soxr.resample(speech, RATE, 8000) * 32767), -32768,
+                   32767).astype("<i2")
+    data = g711(pcm8, "alaw")
+    texts = [r.channel.alternatives[0].transcript for r in finals(stream(
+        server, data, piece=1600, encoding="alaw", sample_rate=8000))]
+    decoded = decode_pcm(data, "alaw")
+    out = run(sherpa_client(server.url("/sherpa?sample_rate=8000"), decoded, 800,
+                            additional_headers={"Authorization": f"Bearer {KEY}"}))
+    want = [r["text"] for r in out["results"] if r["is_final"] and r["text"]]
+    assert [t for t in texts if t] == want and len(want) == 2
 
 
 @pytest.mark.parametrize("params, status", [

@@ -38,6 +38,7 @@ def test_sdk_default_query_keeps_the_servers_choices():
     ({"smart_format": "true", "punctuate": "true"}, "text_format", "full"),
     ({"punctuate": "false"}, "text_format", "raw"),
     ({"encoding": "mulaw", "sample_rate": "8000"}, "encoding", "mulaw"),
+    ({"encoding": "alaw", "sample_rate": "8000"}, "encoding", "alaw"),
     ({"encoding": "linear32"}, "encoding", "f32le"),
     ({"keyterm": "streamdec"}, "hotwords", ("streamdec",)),
     ({"keywords": "call:2.5"}, "hotwords", ("call :2.5",)),
@@ -64,7 +65,7 @@ def test_endpointing_sets_the_silence_after_speech(value, enabled, silence):
 @pytest.mark.parametrize("query, message", [
     ({"encoding": [], "sample_rate": []}, "encoding is required"),
     ({"encoding": ["opus"]}, "unsupported encoding 'opus'"),
-    ({"encoding": ["alaw"]}, "unsupported encoding 'alaw'"),
+    ({"encoding": ["g729"]}, "unsupported encoding 'g729'"),
     ({"sample_rate": []}, "sample_rate is required"),
     ({"sample_rate": ["4000"]}, "unsupported sample_rate 4000"),
     ({"channels": ["2"]}, "channels > 1 needs multichannel=true"),

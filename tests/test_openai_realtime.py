@@ -7,7 +7,7 @@ recorded speech (LibriSpeech, from ``../shared/data/real-en``).
   ``committed`` and ``completed``, whose transcripts are the sherpa-onnx protocol's finals
   for the same audio; the deltas joined are each transcript;
 - with turn detection off, only ``commit`` ends an utterance; ``clear`` drops one;
-- g711 u-law at 8 kHz; a bad event gets OpenAI's ``error`` event and the session goes on;
+- g711 u-law and A-law at 8 kHz; a bad event gets OpenAI's ``error`` event and the session goes on;
   a wrong key is refused (401).
 """
 
@@ -26,12 +26,9 @@ import soxr
 import websockets
 from openai import OpenAI
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-from call_common import mulaw_encode  # noqa: E402  (G.711 as the telephony clients send it)
-
 from server_utils import run, sherpa_client, token_server
 from streamdec.audio.pcm import decode_pcm
-from test_deepgram import CLIPS, SPEECH
+from test_deepgram import CLIPS, SPEECH, g711
 
 KEY = "oa-test-key"
 RATE = 24000
@@ -137,15 +134,19 @@ def test_sdk_no_turn_detection_commit_and_clear(server, speech):
     assert not any(e.type == COMPLETED for e in cleared)
 
 
-def test_sdk_g711_ulaw_at_8k(server, speech):
+@pytest.mark.parametrize("fmt, encoding", [("audio/pcmu", "mulaw"), ("audio/pcma", "alaw")])
+def test_sdk_g711_at_8k(server, speech, fmt, encoding):
     pcm8 = np.clip(np.round(soxr.resample(speech.astype(np.float32) / 32768, RATE, 8000)
                             * 32767), -32768, 32767).astype("<i2")
-    ulaw = mulaw_encode(pcm8)
+    data = g711(pcm8, encoding)
+    assert len(data) == len(pcm8)
     session = json.loads(json.dumps(SERVER_VAD))
-    session["audio"]["input"]["format"] = {"type": "audio/pcmu"}
-    events = transcribe(server, ulaw, session, piece=1600)
+    session["audio"]["input"]["format"] = {"type": fmt}
+    events = transcribe(server, data, session, piece=1600)
+    assert events[1].type == "session.updated"
+    assert events[1].session.audio.input.format.type == fmt
     completed = [e.transcript for e in events if e.type == COMPLETED]
-    decoded = np.round(decode_pcm(ulaw, "mulaw") * 32768).astype("<i2")
+    decoded = np.round(decode_pcm(data, encoding) * 32768).astype("<i2")
     assert completed == sherpa_finals(server, decoded, 8000) and len(completed) == 2
 
 
@@ -154,12 +155,12 @@ def test_bad_events_get_error_events_and_the_session_goes_on(server, speech):
              {"type": "response.create", "event_id": "e2"},
              {"type": "session.update", "event_id": "e3", "session": {
                  "type": "transcription", "audio": {"input": {"format": {
-                     "type": "audio/pcma"}}}}}]
+                     "type": "audio/pcm", "rate": 16000}}}}}]
     events = transcribe(server, speech[:RATE * 3].tobytes(), SERVER_VAD, extra=extra)
     errors = {e.error.event_id: e.error for e in events if e.type == "error"}
     assert errors["e1"].code == "invalid_audio"
     assert errors["e2"].code == "invalid_request" and "response.create" in errors["e2"].message
-    assert errors["e3"].code == "invalid_value" and "audio/pcma" in errors["e3"].message
+    assert errors["e3"].code == "invalid_value" and "24000 Hz" in errors["e3"].message
     assert any(e.type == COMPLETED and e.transcript for e in events)
 
 

@@ -1,13 +1,15 @@
 """Raw PCM decoding: each encoding against a reference, whole-sample checks."""
 
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
 
 from streamdec import AudioInputError
 from streamdec.audio.features import as_float_samples
-from streamdec.audio.pcm import MULAW_TABLE, decode_pcm, deinterleave, sample_size
+from streamdec.audio.pcm import (ALAW_TABLE, MULAW_TABLE, decode_pcm, deinterleave,
+                                 sample_size)
 
 
 @pytest.mark.parametrize("encoding, data, want", [
@@ -15,6 +17,9 @@ from streamdec.audio.pcm import MULAW_TABLE, decode_pcm, deinterleave, sample_si
      [0, 1 / 32768, -1 / 32768, 32767 / 32768, -1.0]),
     ("f32le", np.array([0.5, -0.25, 1.0], "<f4").tobytes(), [0.5, -0.25, 1.0]),
     ("mulaw", bytes([0xFF, 0x7F, 0x80, 0x00]), [0, 0, 32124 / 32768, -32124 / 32768]),
+    # G.711 A-law: the smallest step each side of zero, the largest magnitude each side
+    ("alaw", bytes([0xD5, 0x55, 0xAA, 0x2A]), [8 / 32768, -8 / 32768, 32256 / 32768,
+                                              -32256 / 32768]),
 ])
 def test_decode(encoding, data, want):
     got = decode_pcm(data, encoding)
@@ -33,11 +38,29 @@ def test_mulaw_table_matches_sox(tmp_path):
     assert (np.round(MULAW_TABLE * 32768).astype(np.int32) == sox).all()
 
 
+def test_alaw_table_matches_pythons_audioop_and_sox(tmp_path):
+    """Every A-law byte value decodes exactly as CPython's ``audioop.alaw2lin`` and sox
+    decode it (two independent G.711 implementations)."""
+    with warnings.catch_warnings():  # deprecated since Python 3.11, still there until 3.13
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import audioop
+    codes = bytes(range(256))
+    ours = np.round(ALAW_TABLE * 32768).astype(np.int32)
+    assert ours.tolist() == np.frombuffer(audioop.alaw2lin(codes, 2), "<i2").tolist()
+    raw = tmp_path / "all.al"
+    raw.write_bytes(codes)
+    out = tmp_path / "all.s16"
+    subprocess.run(["sox", "-t", "al", "-r", "8000", "-c", "1", str(raw), "-t", "s16",
+                    "-e", "signed-integer", str(out)], check=True)
+    assert ours.tolist() == np.frombuffer(out.read_bytes(), "<i2").tolist()
+    assert len(set(ours.tolist())) == 256  # no two codes alike
+
+
 @pytest.mark.parametrize("encoding, nbytes, channels, message", [
     ("s16le", 3, 1, "3 bytes is not a whole number of s16le samples (2 bytes each)"),
     ("f32le", 6, 1, "6 bytes is not a whole number of f32le samples (4 bytes each)"),
     ("s16le", 6, 2, "6 bytes is not a whole number of s16le samples x 2 channels (4 bytes"),
-    ("alaw", 2, 1, "unknown encoding 'alaw'"),
+    ("g722", 2, 1, "unknown encoding 'g722'; known: s16le, f32le, mulaw, alaw"),
 ])
 def test_bad_sizes_and_encodings(encoding, nbytes, channels, message):
     with pytest.raises(AudioInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -70,7 +93,8 @@ def test_buffers_of_other_item_types_and_empty_data():
     assert decode_pcm(b"", "f32le").shape == (0,)
 
 
-def test_mulaw_round_trip_of_sox_encoded_speech(tmp_path):
+@pytest.mark.parametrize("encoding, sox_type", [("mulaw", "ul"), ("alaw", "al")])
+def test_g711_round_trip_of_sox_encoded_speech(tmp_path, encoding, sox_type):
     import soundfile as sf
 
     from model_factory import test_audio
@@ -78,9 +102,10 @@ def test_mulaw_round_trip_of_sox_encoded_speech(tmp_path):
     audio = test_audio(0.5, seed=3, rate=8000)
     wav = tmp_path / "a.wav"
     sf.write(str(wav), audio, 8000, subtype="PCM_16")
-    ul = tmp_path / "a.ul"
-    subprocess.run(["sox", "-D", str(wav), "-t", "ul", str(ul)], check=True)
-    got = decode_pcm(ul.read_bytes(), "mulaw")
+    coded = tmp_path / f"a.{sox_type}"
+    subprocess.run(["sox", "-D", str(wav), "-t", sox_type, str(coded)], check=True)
+    got = decode_pcm(coded.read_bytes(), encoding)
     assert got.shape == audio.shape
-    # the largest mu-law step is 1024/32768 (top segment); quantisation error is half of it
+    # the largest step of both laws is 1024/32768 (top segment); quantisation error is half
+    # of it
     np.testing.assert_allclose(got, audio, atol=512 / 32768 + 1 / 32768)

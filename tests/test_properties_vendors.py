@@ -118,6 +118,8 @@ def _event_id(item) -> str | None:
 realtime_valid = [json.dumps({"type": "session.update", "event_id": "u", "session": {
     "type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"},
                                                  "turn_detection": None}}}}),
+    json.dumps({"type": "session.update", "event_id": "p", "session": {
+        "type": "transcription", "audio": {"input": {"format": {"type": "audio/pcma"}}}}}),
     '{"type": "input_audio_buffer.commit", "event_id": "c"}',
     '{"type": "input_audio_buffer.clear", "event_id": "x"}']
 

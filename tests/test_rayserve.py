@@ -1,7 +1,8 @@
 """``streamdec serve --ray``: the daemon as a Ray Serve application on a Ray instance of
 this machine that the command starts (every Ray server on loopback) and stops again, only
 its own processes. Two fixed replicas: twenty clients spread over both, each with its own
-transcript; a full application queues, then refuses with 503; a replica killed mid-stream
+transcript; the vendors' protocols (Deepgram's and OpenAI's SDKs) served through Serve's
+proxy as by the daemon; a full application queues, then refuses with 503; a replica killed mid-stream
 closes only its own clients, cleanly, while the rest finish and new clients are served.
 Autoscaling: a ramp of streams brings a second replica up; when streams leave, a replica
 is drained (its stream finishes) and the count goes back down."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import io
 import json
 import os
 import re
@@ -19,11 +21,18 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
+import soxr
 import websockets
 
 from server_utils import (UNIT, ServerProcess, get, read_sherpa_results, run, sherpa_client,
                           sherpa_text, vosk_client, vosk_text)
+from streamdec.audio.pcm import decode_pcm
 from streamdec.files.transcribe import transcribe_files
+from test_deepgram import client as dg_client
+from test_deepgram import finals as dg_finals
+from test_deepgram import g711, pcm16, speech, stream  # noqa: F401  (speech: real utterances)
+from test_openai_realtime import COMPLETED, SERVER_VAD, sherpa_finals
+from test_openai_realtime import transcribe as realtime
 from test_server import clips, rec  # noqa: F401  (the same 20 clips, the same recognizer)
 
 pytestmark = pytest.mark.slow
@@ -155,6 +164,32 @@ def test_twenty_clients_spread_over_two_replicas_each_get_their_own_transcript(
     while connections_by_replica(server) != served and time.monotonic() < deadline:
         time.sleep(0.25)
     assert connections_by_replica(server) == served
+
+
+def test_the_vendor_protocols_are_served_through_serves_proxy(two_replicas, speech):
+    """Deepgram's live and pre-recorded ``/v1/listen`` (its SDK) and OpenAI's
+    ``/v1/realtime`` (the ``openai`` SDK, u-law at 8 kHz) reach the replicas (the daemon's
+    one route table): the finals of the sherpa-onnx protocol for the same audio."""
+    server = two_replicas
+    pcm = pcm16(speech)
+    sherpa = sherpa_finals(server, np.frombuffer(pcm, "<i2"), 16000)
+    assert len(sherpa) == 2
+    texts = [r.channel.alternatives[0].transcript for r in dg_finals(stream(server, pcm))]
+    assert [t for t in texts if t] == sherpa
+    wav = io.BytesIO()
+    sf.write(wav, speech, 16000, subtype="PCM_16", format="WAV")
+    response = dg_client(server).listen.v1.media.transcribe_file(
+        request=wav.getvalue(), model="nova-3", utterances=True)
+    assert [u.transcript for u in response.results.utterances] == sherpa
+    pcm8 = np.clip(np.round(soxr.resample(speech, 16000, 8000) * 32767), -32768,
+                   32767).astype("<i2")
+    ulaw = g711(pcm8, "mulaw")
+    session = json.loads(json.dumps(SERVER_VAD))
+    session["audio"]["input"]["format"] = {"type": "audio/pcmu"}
+    events = realtime(server, ulaw, session, piece=1600)
+    completed = [e.transcript for e in events if e.type == COMPLETED]
+    decoded = np.round(decode_pcm(ulaw, "mulaw") * 32768).astype("<i2")
+    assert completed == sherpa_finals(server, decoded, 8000) and len(completed) == 2
 
 
 def test_a_full_application_queues_new_streams_then_refuses_with_503(two_replicas):

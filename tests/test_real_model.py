@@ -5,7 +5,8 @@
   ``SimpleDownsample`` exactly as numpy does it, the unrepaired file fails in ONNX Runtime,
   and shapes the repair cannot prove are refused with ModelLoadError;
 - ``streamdec models repair`` writes a copy sherpa-onnx loads, and sherpa-onnx's greedy and
-  modified beam searches on it give our tokens (exactly) and timestamps (see the test);
+  modified beam searches on it give our tokens (exactly) and timestamps (see the test); the
+  copy's SHA256SUMS checks its files (``sha256sum -c``), its subfolders are copied;
 - real speech: WER on the real dev set as a regression bound, the same result whatever the
   size of the audio pieces, endpoints at real pauses, timestamps that move with the audio.
 
@@ -26,6 +27,8 @@ from onnx import helper, numpy_helper
 
 from decode_utils import decode_in_pieces, finals, key, sherpa_result
 from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig
+from streamdec.cli.models import rewrite_sums
+from streamdec.models.config import BUILTIN_MODEL_DIR
 from streamdec.errors import ModelLoadError
 from streamdec.models.repair import repair_lost_padding
 from streamdec.search import SearchConfig
@@ -86,6 +89,7 @@ def fixed(model_dir, tmp_path_factory) -> Path:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     assert f"repaired {ENCODER}" in done.stderr
+    assert f"SHA256SUMS: rewrote the sums of {ENCODER}" in done.stderr
     return out
 
 
@@ -248,6 +252,20 @@ def test_padding_that_is_needed_is_left_as_it_is():
     assert model.SerializeToString() == before
 
 
+def test_the_repaired_copys_sha256sums_checks_its_files(model_dir, fixed):
+    """``sha256sum -c`` passes in the copy: the repaired encoder's line has its new sum, every
+    other line is the model's own (those files are copied byte for byte)."""
+    done = subprocess.run(["sha256sum", "--strict", "-c", "SHA256SUMS"], cwd=fixed,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    given = (model_dir / "SHA256SUMS").read_text().splitlines()
+    copied = (fixed / "SHA256SUMS").read_text().splitlines()
+    assert len(copied) == len(given) == 7
+    changed = [(a, b) for a, b in zip(given, copied) if a != b]
+    assert [(a.split("  ")[1], b.split("  ")[1]) for a, b in changed] == [(ENCODER, ENCODER)]
+    assert changed[0][0].split()[0] != changed[0][1].split()[0]
+
+
 def test_repair_refuses_a_non_empty_destination(model_dir, tmp_path):
     (tmp_path / "x").write_text("kept")
     done = subprocess.run([sys.executable, "-m", "streamdec", "models", "repair",
@@ -256,6 +274,36 @@ def test_repair_refuses_a_non_empty_destination(model_dir, tmp_path):
     assert done.returncode == 2
     assert "exists and is not an empty directory" in done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["x"]
+
+
+@pytest.mark.parametrize("text, digests, want, rewritten", [
+    ("a" * 64 + "  enc.onnx\n" + "b" * 64 + "  tokens.txt\n", {"enc.onnx": "c" * 64},
+     "c" * 64 + "  enc.onnx\n" + "b" * 64 + "  tokens.txt\n", ["enc.onnx"]),
+    # binary-mode marker and CRLF kept; a name only ending like a repaired one is left
+    ("A" * 64 + " *enc.onnx\r\n" + "b" * 64 + "  x-enc.onnx\r\n", {"enc.onnx": "c" * 64},
+     "c" * 64 + " *enc.onnx\r\n" + "b" * 64 + "  x-enc.onnx\r\n", ["enc.onnx"]),
+    # a line that is not a sum, and a repaired file the list does not name
+    ("# sums\n" + "b" * 64 + "  tokens.txt", {"enc.onnx": "c" * 64},
+     "# sums\n" + "b" * 64 + "  tokens.txt", []),
+], ids=["text-mode", "binary-crlf", "unlisted"])
+def test_rewrite_sums(text, digests, want, rewritten):
+    assert rewrite_sums(text, digests) == (want, rewritten)
+
+
+def test_repair_copies_subfolders_and_a_model_with_nothing_to_repair_as_it_is(tmp_path):
+    """The built-in model (not a zipformer2): every file and its ``lang/`` folder copied
+    byte for byte; no SHA256SUMS made where the model has none."""
+    out = tmp_path / "copy"
+    done = subprocess.run([sys.executable, "-m", "streamdec", "models", "repair",
+                           str(BUILTIN_MODEL_DIR), str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "nothing to repair in" in done.stderr and "SHA256SUMS" not in done.stderr
+    src = Path(BUILTIN_MODEL_DIR)
+    given = sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file())
+    assert "lang" in {p.parts[0] for p in given}
+    assert sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == given
+    assert all((out / p).read_bytes() == (src / p).read_bytes() for p in given)
 
 
 @pytest.mark.slow

@@ -51,16 +51,24 @@ def test_opening_and_append():
     assert s.receive(append(PCM)) == [Feed(PCM), Reply()]
 
 
-@pytest.mark.parametrize("given, kind, encoding, rate", [
-    ({"format": {"type": "audio/pcmu"}}, "session.update", "mulaw", 8000),
-    ({"format": {"type": "audio/pcm", "rate": 24000}}, "session.update", "s16le", 24000),
-    ({"input_audio_format": "g711_ulaw"}, "transcription_session.update", "mulaw", 8000),
+@pytest.mark.parametrize("given, kind, encoding, rate, reported", [
+    ({"format": {"type": "audio/pcmu"}}, "session.update", "mulaw", 8000,
+     {"type": "audio/pcmu"}),
+    ({"format": {"type": "audio/pcma"}}, "session.update", "alaw", 8000,
+     {"type": "audio/pcma"}),
+    ({"format": {"type": "audio/pcm", "rate": 24000}}, "session.update", "s16le", 24000,
+     {"type": "audio/pcm", "rate": 24000}),
+    ({"input_audio_format": "g711_ulaw"}, "transcription_session.update", "mulaw", 8000,
+     {"type": "audio/pcmu"}),
+    ({"input_audio_format": "g711_alaw"}, "transcription_session.update", "alaw", 8000,
+     {"type": "audio/pcma"}),
 ])
-def test_formats(given, kind, encoding, rate):
+def test_formats(given, kind, encoding, rate, reported):
     s = session()
     out = s.receive(update(given, kind))
     assert (s.options.encoding, s.options.sample_rate) == (encoding, rate)
     assert events(out)[-1]["type"] == kind.replace("update", "updated")
+    assert events(out)[-1]["session"]["audio"]["input"]["format"] == reported
     assert (Retune(s.options) in out) == (encoding != "s16le")
 
 
@@ -83,7 +91,7 @@ def test_turn_detection_sets_the_endpoint_rules(turn, enabled, silence):
     (append(b"\x00"), "invalid_audio", "audio"),
     ('{"type": "input_audio_buffer.append", "audio": "%%"}', "invalid_audio", "audio"),
     ('{"type": "input_audio_buffer.append"}', "invalid_request", "audio"),
-    (update({"format": {"type": "audio/pcma"}}), "invalid_value", "format"),
+    (update({"format": {"type": "audio/g729"}}), "invalid_value", "format"),
     (update({"format": {"type": ["audio/pcm"]}}), "invalid_value", "format"),
     (update({"input_audio_format": {"a": 1}}, "transcription_session.update"),
      "invalid_value", "format"),

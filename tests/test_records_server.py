@@ -14,14 +14,19 @@ a temporary folder, bearer tokens and a read-only token file), driven by real cl
   cannot turn off, are redacted in what is sent and stored, partials too;
 - SIGKILL of the server in the middle of live calls (audio fork, whose socket carries each
   final back): after a restart on the same store every final any client had received is
-  stored, none twice, and every call is marked ``cut``.
+  stored, none twice, and every call is marked ``cut``;
+- SIGKILL of one worker of ``serve --workers 2`` in the middle of live calls on both: the
+  same, its calls ``cut`` and the other worker's ended, and the worker started again
+  writes a new call to the same store.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -33,8 +38,10 @@ import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import UNIT, ServerProcess, get, read_sherpa_results, pieces, run
+from server_utils import (UNIT, ServerProcess, connect_on, get, read_sherpa_results, pieces,
+                          run)
 from test_builtin_transcribe import speak
+from test_server_workers import listening, start_workers, worker_pids
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 import twilio_replay  # noqa: E402
@@ -78,6 +85,17 @@ def fetch(server, path: str, token: str | None = FULL, method: str = "GET"
             return r.status, r.headers["content-type"], r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.headers["content-type"], e.read().decode()
+
+
+def settled(server, path: str) -> dict:
+    """The stored transcript at ``path`` once it is no longer ``running`` (a session's end
+    is written just after its clients hear of it), or as it is after 10 s."""
+    deadline = time.monotonic() + 10 * UNIT
+    while True:
+        record = json.loads(fetch(server, path, READER)[2])
+        if record["status"] != "running" or time.monotonic() > deadline:
+            return record
+        time.sleep(0.05)
 
 
 async def sherpa_stream(url: str, audio: np.ndarray) -> tuple[str, dict]:
@@ -152,12 +170,7 @@ def test_a_twilio_calls_finals_are_stored_with_its_custom_parameters(server, set
     heard = [(m["segment"], m["text"]) for m in messages
              if m["type"] == "result" and m["is_final"] and m["text"]]
     assert len(heard) >= 2, messages
-    deadline = time.monotonic() + 10 * UNIT
-    while True:  # the session's end is written just after the subscribers hear of it
-        record = json.loads(fetch(server, f"/calls/{call_id}/transcript", READER)[2])
-        if record["status"] != "running" or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    record = settled(server, f"/calls/{call_id}/transcript")
     assert [(f["segment"], f["text"]) for f in record["finals"]] == heard
     assert {f["leg"] for f in record["finals"]} == {"inbound"}
     (session,) = record["sessions"]
@@ -175,30 +188,42 @@ def test_a_twilio_calls_finals_are_stored_with_its_custom_parameters(server, set
 CALLS = 6
 
 
-async def fork_call(url: str, call_id: str, audio: np.ndarray, heard: list, started):
+async def fork_call(url: str, call_id: str, audio: np.ndarray, heard: list, started,
+                    worker: str | None = None) -> str | None:
     """An audio fork call paced at twice real time; every final it is sent back goes into
-    ``heard`` as (call id, segment, text). Ends when the server goes away."""
+    ``heard`` as (call id, segment, text). Ends when the server goes away, or a second
+    after its audio, closing as FreeSWITCH does at the end of a fork. ``worker``: the
+    worker of a ``--workers`` server it must reach (``connect_on``). Returns the worker it
+    reached (None for a server without workers)."""
     pcm = np.clip(np.round(audio * 32768), -32768, 32767).astype("<i2").tobytes()
+    target = f"{url}?call_id={call_id}&mix=mono&rate=16000&token={FULL}"
+    connect = {"subprotocols": ["audio.drachtio.org"], "max_size": None}
+    reached = None
     try:
-        async with websockets.connect(
-                f"{url}?call_id={call_id}&mix=mono&rate=16000&token={FULL}",
-                subprotocols=["audio.drachtio.org"], max_size=None) as ws:
+        ws = await (connect_on(target, worker, **connect) if worker
+                    else websockets.connect(target, **connect))
+        reached = ws.response.headers.get("x-streamdec-replica")
+        async with ws:
             await ws.send(json.dumps({"callSid": call_id}))
 
             async def read():
-                async for message in ws:
-                    m = json.loads(message)
-                    if m.get("type") == "transcription":
-                        heard.append((call_id, m["data"]["segment"], m["data"]["text"]))
-                        started.set()
+                with contextlib.suppress(websockets.ConnectionClosed):  # its server died
+                    async for message in ws:
+                        m = json.loads(message)
+                        if m.get("type") == "transcription":
+                            heard.append((call_id, m["data"]["segment"], m["data"]["text"]))
+                            started.set()
 
             reader = asyncio.ensure_future(read())
             for part in pieces(pcm, 3200):  # 100 ms
                 await ws.send(part)
                 await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0 * UNIT)  # the last words' finals
+            await ws.close()
             await asyncio.wait_for(reader, 60 * UNIT)
     except (websockets.ConnectionClosed, OSError):
         pass
+    return reached
 
 
 def test_sigkill_mid_call_loses_no_final_a_client_received_and_marks_the_calls_cut(setup):
@@ -245,6 +270,67 @@ def test_sigkill_mid_call_loses_no_final_a_client_received_and_marks_the_calls_c
         assert len(heard) >= CALLS
     finally:
         assert again.stop() == 0
+
+
+#: live calls under ``--workers 2``, half on each worker (the fault benchmark runs 20:
+#: ``bench/daemon/faults.py --only kill-worker``; four keep this test's cost down)
+WORKER_CALLS = 4
+
+
+@pytest.mark.slow
+def test_sigkill_of_one_worker_loses_no_final_and_its_restart_writes_to_the_same_store(setup):
+    """``--workers 2`` on one SQLite store: SIGKILL of worker 0 while every call has had a
+    final. Every final any client received is stored once; worker 0's calls are ``cut``,
+    worker 1's go on and end; the worker the supervisor starts again serves a new call
+    whose finals land in the same store."""
+    d, audio, env = setup
+    server = start_workers("--token-file", str(d / "tokens"), "--store",
+                           f"sqlite:///{d}/workers.sqlite3", env=env)
+    try:
+        victim = worker_pids(server)[0]
+        placed = {f"kw-{n}": f"worker-{n % 2}" for n in range(WORKER_CALLS)}
+        heard: list = []
+
+        async def calls():
+            started = asyncio.Event()
+            tasks = [asyncio.ensure_future(fork_call(server.url("/audiofork"), i, audio,
+                                                     heard, started, w))
+                     for i, w in placed.items()]
+            await asyncio.wait_for(started.wait(), 60 * UNIT)
+            while len({h[0] for h in heard}) < WORKER_CALLS:  # every call has had a final
+                await asyncio.sleep(0.05)
+            os.kill(victim, signal.SIGKILL)
+            return await asyncio.gather(*tasks)
+
+        assert run(asyncio.wait_for(calls(), 120 * UNIT)) == list(placed.values())
+        deadline = time.monotonic() + 60 * UNIT
+        while True:  # worker 0 started again cuts its dead predecessor's sessions
+            sessions = json.loads(fetch(server, "/transcripts?kind=call", READER)[2])[
+                "sessions"]
+            statuses = {s["id"]: s["status"] for s in sessions}
+            if "running" not in statuses.values() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert statuses == {i: "cut" if w == "worker-0" else "ended"
+                            for i, w in placed.items()}, "".join(server.log)
+        stored = []
+        for call_id in placed:
+            record = json.loads(fetch(server, f"/calls/{call_id}/transcript", READER)[2])
+            stored += [(call_id, f["segment"], f["text"]) for f in record["finals"]]
+        assert len(stored) == len(set(stored))  # none twice
+        missing = sorted(set(heard) - set(stored))
+        assert missing == [], missing  # every final a client received
+        assert listening(server) == 3 and worker_pids(server)[0] != victim
+        after: list = []
+        one = np.concatenate([speak(SENTENCES[0], d / "after.wav", voice="en-us+m3"),
+                              np.zeros(40000, np.float32)])  # the call's first sentence
+        assert run(fork_call(server.url("/audiofork"), "kw-after", one, after,
+                             asyncio.Event(), "worker-0")) == "worker-0"
+        record = settled(server, "/calls/kw-after/transcript")
+        assert record["status"] == "ended" and len(after) == 1
+        assert [("kw-after", f["segment"], f["text"]) for f in record["finals"]] == after
+    finally:
+        assert server.stop() == 0, "".join(server.log)
 
 
 def test_a_card_number_read_aloud_is_redacted_in_what_is_sent_and_stored(server, setup):

@@ -213,6 +213,7 @@ BASE = SearchConfig()
 OPTIONS = [  # (query, options)
     ({}, StreamOptions(16000, "f32le")),
     ({"sample_rate": ["8000"], "encoding": ["mulaw"]}, StreamOptions(8000, "mulaw")),
+    ({"sample_rate": ["8000"], "encoding": ["alaw"]}, StreamOptions(8000, "alaw")),
     ({"channels": ["2"], "token": ["x"]}, StreamOptions(16000, "f32le", 2)),
     ({"search": ["modified_beam"], "beam": ["8"]},
      StreamOptions(16000, "f32le", search=SearchConfig(method="modified_beam", beam=8))),

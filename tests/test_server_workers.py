@@ -16,15 +16,17 @@ import os
 import re
 import signal
 import ssl
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import websockets
 
-from server_utils import (UNIT, ServerProcess, get, run, sherpa_client, sherpa_text,
-                          vosk_client, vosk_text, wait_for_idle)
+from server_utils import (UNIT, ServerProcess, connect_on, get, run, sherpa_client,
+                          sherpa_text, vosk_client, vosk_text, wait_for_idle)
 from streamdec import Recognizer
 from streamdec.files.transcribe import transcribe_files
 from test_builtin_transcribe import speak
@@ -37,11 +39,13 @@ SENTENCES = ["please call me back tomorrow morning", "the meeting starts at nine
              "my account number is four five six", "thank you for calling have a nice day"]
 
 
-def start_workers(*args: str, listeners: int = 1, env: dict | None = None) -> ServerProcess:
-    """A two-worker server (``--workers 2`` unless ``args`` set it), once both listen."""
+def start_workers(*args: str, listeners: int = 1, env: dict | None = None,
+                  **process) -> ServerProcess:
+    """A two-worker server (``--workers 2`` unless ``args`` set it), once both listen;
+    ``process``: more ``ServerProcess`` arguments."""
     workers = () if any("processes" in a or "--workers" in a for a in args) else (
         "--workers", "2")
-    server = ServerProcess(*workers, *args, env=env)
+    server = ServerProcess(*workers, *args, env=env, **process)
     deadline = time.monotonic() + 60 * UNIT
     while listening(server) < 2 * listeners:
         if time.monotonic() > deadline or server.proc.poll() is not None:
@@ -202,17 +206,6 @@ def test_a_killed_worker_is_restarted_and_the_server_keeps_serving(audios, texts
         assert wait_for_idle(server)["connections"] == 0
     finally:
         assert server.stop() == 0
-
-
-async def connect_on(url: str, worker: str):
-    """A WebSocket connection that reached ``worker`` (the kernel picks: the others are
-    closed and it tries again)."""
-    for _ in range(100):
-        ws = await websockets.connect(url)
-        if ws.response.headers["x-streamdec-replica"] == worker:
-            return ws
-        await ws.close()
-    raise AssertionError(f"no connection reached {worker}")
 
 
 async def streaming_client(ws, audio: np.ndarray, started: asyncio.Event) -> dict:
@@ -419,6 +412,40 @@ def test_a_call_whose_worker_is_killed_ends_for_its_subscribers_on_the_other(cal
                   if '"event": "worker_exited"' in line]
         assert set(exited) <= {-9, -signal.SIGTERM}, "".join(server.log)
         assert status == (1 if -9 in exited else 0), "".join(server.log)
+
+
+@pytest.mark.parametrize("spot, status, died, exited", [
+    # the supervisor had just reaped the killed worker: it stops with 1 (that worker died,
+    # not drained); the other worker drains
+    ("reaped", 1, False, [-9]),
+    # it had just forked the killed worker's replacement: that one gets the signal too and
+    # ends by it (still starting), the other drains: 0
+    ("launch:3", 0, True, [-signal.SIGTERM]),
+], ids=["reaped", "restarting"])
+def test_sigterm_at_each_spot_of_a_workers_restart_stops_the_server(spot, status, died,
+                                                                    exited):
+    """SIGTERM to the supervisor at one exact spot of its handling of a killed worker
+    (``signal_at.py``: the same instant on every run). The supervisor once reaped workers
+    from its signal handler as well: at the ``reaped`` spot the handler took the worker
+    its loop had just reaped for alive, its SIGTERM to that pid raised ProcessLookupError
+    out of the supervisor, and the supervisor hung at exit waiting for the other worker,
+    never told to stop."""
+    server = start_workers(launcher=(str(Path(__file__).with_name("signal_at.py")), spot))
+    os.kill(worker_pids(server)[0], signal.SIGKILL)
+    try:
+        got = server.proc.wait(timeout=60 * UNIT)
+    except subprocess.TimeoutExpired:
+        got = "still running after 60 s"
+    finally:
+        server.stop(signal.SIGKILL)  # (a hung one: its workers stop with it)
+    time.sleep(0.2)  # the last lines
+    log = "".join(server.log)
+    assert got == status, log
+    assert ('"event": "worker_died"' in log) == died, log
+    assert [json.loads(line[line.index("{"):])["exitcode"] for line in server.log
+            if '"event": "worker_exited"' in line] == exited, log
+    assert '"event": "stopped", "workers": 2' in log and "Traceback" not in log, log
+    assert re.search(r'\[worker 1\] .*"event": "stopped", "drained": true', log), log
 
 
 def test_workers_whose_call_links_cannot_be_made_stop_the_server_saying_why(tmp_path):

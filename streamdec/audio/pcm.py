@@ -7,6 +7,7 @@ encoding   what                                            bytes/sample
 ``s16le``  signed 16-bit little-endian (Vosk, WAV data)    2
 ``f32le``  32-bit float little-endian in [-1, 1] (sherpa)  4
 ``mulaw``  G.711 mu-law, 8 bits (telephony, ``.ul``)       1
+``alaw``   G.711 A-law, 8 bits (PCMA: European telephony)  1
 =========  ==============================================  ===========
 
 Interleaved channels are split by ``deinterleave``. Decoded float samples are not checked
@@ -20,10 +21,11 @@ import numpy as np
 
 from ..errors import AudioInputError
 
-__all__ = ["ENCODINGS", "sample_size", "decode_pcm", "deinterleave", "MULAW_TABLE"]
+__all__ = ["ENCODINGS", "sample_size", "decode_pcm", "deinterleave", "MULAW_TABLE",
+           "ALAW_TABLE"]
 
-ENCODINGS = ("s16le", "f32le", "mulaw")
-_SIZES = {"s16le": 2, "f32le": 4, "mulaw": 1}
+ENCODINGS = ("s16le", "f32le", "mulaw", "alaw")
+_SIZES = {"s16le": 2, "f32le": 4, "mulaw": 1, "alaw": 1}
 
 
 def _mulaw_table() -> np.ndarray:
@@ -36,6 +38,20 @@ def _mulaw_table() -> np.ndarray:
 
 
 MULAW_TABLE = _mulaw_table()
+
+
+def _alaw_table() -> np.ndarray:
+    """G.711 A-law byte -> linear sample / 32768 (the standard's expansion: even bits are
+    inverted (xor 0x55); segment 0 gives (mantissa << 4) + 8, segment s > 0
+    ((mantissa << 4) + 0x108) << (s - 1); the top bit set means positive)."""
+    a = np.arange(256, dtype=np.int32) ^ 0x55
+    segment, mantissa = (a >> 4) & 0x07, a & 0x0F
+    magnitude = np.where(segment == 0, (mantissa << 4) + 8,
+                         ((mantissa << 4) + 0x108) << np.maximum(segment - 1, 0))
+    return (np.where(a & 0x80, magnitude, -magnitude) / 32768.0).astype(np.float32)
+
+
+ALAW_TABLE = _alaw_table()
 
 
 def sample_size(encoding: str) -> int:
@@ -67,6 +83,8 @@ def decode_pcm(data: bytes | bytearray | memoryview, encoding: str, channels: in
         return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
     if encoding == "mulaw":
         return MULAW_TABLE[np.frombuffer(data, dtype=np.uint8)]
+    if encoding == "alaw":
+        return ALAW_TABLE[np.frombuffer(data, dtype=np.uint8)]
     return np.frombuffer(data, dtype="<f4").astype(np.float32)
 
 

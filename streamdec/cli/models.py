@@ -3,7 +3,10 @@ command away.
 
 ``repair DIR OUT`` copies a model directory to OUT with each ONNX file whose downsampling
 lost its padding step repaired (``streamdec.models.repair``: what streamdec does itself at
-load), for runtimes that load the files as they are (sherpa-onnx).
+load), for runtimes that load the files as they are (sherpa-onnx). A ``SHA256SUMS`` in DIR
+is copied with the lines of the repaired files rewritten to the sums of the files written
+(the other lines are kept: those files are copied byte for byte), so that
+``sha256sum -c SHA256SUMS`` in OUT checks the copy.
 
 Exit status: 0 done; 1 the download or its checks failed (the message says why, and
 whether the bytes received are kept for a resume), or a model file cannot be repaired;
@@ -13,6 +16,8 @@ whether the bytes received are kept for a resume), or a model file cannot be rep
 from __future__ import annotations
 
 import argparse
+import hashlib
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +27,10 @@ from ..hub import find_entry, install, load_catalog, models_dir
 from ..hub.cache import installed_dir
 from ..hub.catalog import CATALOG_ENV
 from .options import HelpFormatter
+
+#: the checksum file a model directory may carry (``sha256sum`` output: "HEX  NAME" lines)
+SUMS = "SHA256SUMS"
+_SUM_LINE = re.compile(r"([0-9a-fA-F]{64}) ([ *])(.+)")
 
 
 def add_parser(sub) -> None:
@@ -67,10 +76,35 @@ def add_parser(sub) -> None:
                           description="Copy DIR to OUT, repairing each ONNX file whose "
                           "downsampling lost its padding step (k2-fsa's -mobile zipformer2 "
                           "exports): streamdec repairs them itself when it loads them; "
-                          "sherpa-onnx and plain ONNX Runtime need the repaired copy.")
+                          "sherpa-onnx and plain ONNX Runtime need the repaired copy. A "
+                          f"{SUMS} in DIR is copied with the sums of the repaired files "
+                          "rewritten.")
     fix.add_argument("dir", type=Path, help="the model directory")
     fix.add_argument("out", type=Path, help="where the copy goes (a new or empty directory)")
     fix.set_defaults(run=run_repair)
+
+
+def rewrite_sums(text: str, digests: dict[str, str]) -> tuple[str, list[str]]:
+    """``text`` (a SHA256SUMS file) with the sum of each file named in ``digests`` (name ->
+    hex sha256) replaced; every other line as it was. Returns the new text and the names
+    whose lines were rewritten, in file order."""
+    lines, rewritten = [], []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        m = _SUM_LINE.fullmatch(body)
+        if m and m.group(3) in digests:
+            line = f"{digests[m.group(3)]} {m.group(2)}{m.group(3)}{line[len(body):]}"
+            rewritten.append(m.group(3))
+        lines.append(line)
+    return "".join(lines), rewritten
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _mb(value) -> str:
@@ -202,10 +236,20 @@ def run_repair(args: argparse.Namespace) -> int:
     for path in files:
         if path in repaired:
             onnx.save(repaired[path], str(out / path.name))
-        else:
+        elif path.name != SUMS:
             shutil.copyfile(path, out / path.name)
+    for folder in sorted(p for p in src.iterdir() if p.is_dir()):  # lang/ and the like
+        shutil.copytree(folder, out / folder.name)
     for path in repaired:
         print(f"streamdec: repaired {path.name}", file=sys.stderr)
+    if (src / SUMS).is_file():
+        given = (src / SUMS).read_bytes().decode("utf-8", "surrogateescape")
+        text, rewritten = rewrite_sums(given, {path.name: _sha256(out / path.name)
+                                               for path in repaired})
+        (out / SUMS).write_bytes(text.encode("utf-8", "surrogateescape"))
+        if rewritten:
+            print(f"streamdec: {SUMS}: rewrote the sums of {', '.join(rewritten)}",
+                  file=sys.stderr)
     if not repaired:
         print(f"streamdec: nothing to repair in {src}; copied as it is", file=sys.stderr)
     print(out)

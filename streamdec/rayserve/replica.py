@@ -1,12 +1,14 @@
 """The Ray Serve deployments of ``streamdec serve --ray``.
 
 - ``StreamdecReplica``: one recognizer and one engine, serving the daemon's own ASGI app
-  (``create_app``: both WebSocket protocols, the transcription endpoint, the page) through
-  Serve's ingress. It reports its metrics and health to the collector every
-  ``REPORT_SECONDS`` and drains when the reply says so.
+  (``create_app``: its one route table, every protocol of the daemon's main port: sherpa
+  and Vosk, Deepgram's and OpenAI's, the telephony calls, the transcription endpoints, the
+  stored transcripts, the page) through Serve's ingress. It reports its metrics and health
+  to the collector every ``REPORT_SECONDS`` and drains when the reply says so.
 - ``StatusEndpoint``: ``/metrics`` or ``/health`` of the whole application, read from the
-  collector (``/health`` adds Serve's count of replicas in each state). They are applications of their own (route prefixes ``/metrics`` and
-  ``/health``), so a scrape or a probe never waits behind streams for a replica's slot.
+  collector (``/health`` adds Serve's count of replicas in each state). They are
+  applications of their own (route prefixes ``/metrics`` and ``/health``), so a scrape or a
+  probe never waits behind streams for a replica's slot.
 
 Importing this module needs Ray (the ``ray`` extra).
 """

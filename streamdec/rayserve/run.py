@@ -30,7 +30,6 @@ import shutil
 import signal
 import socket
 import tempfile
-import threading
 import time
 
 from ..appconfig import AppConfig
@@ -191,14 +190,15 @@ def serve_on_ray(app: AppConfig) -> int:
     for name in ("ray", "ray.serve"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
-    stopping = threading.Event()
+    # the signals so far: the handler only notes them (taking a lock there, a
+    # threading.Event's or the log's, deadlocks when the code it interrupted holds it)
+    received: list[int] = []
 
     def on_signal(signum, frame) -> None:
-        if stopping.is_set():
-            log.warning("second signal: exiting at once")
+        if received:
+            os.write(2, b"second signal: exiting at once\n")
             os._exit(128 + signum)
-        log.info(json.dumps({"event": "draining", "signal": signal.Signals(signum).name}))
-        stopping.set()
+        received.append(signum)
 
     temp = _start_ray(app.ray)
     # after Ray's start: its own handlers would end the process at once
@@ -222,8 +222,10 @@ def serve_on_ray(app: AppConfig) -> int:
             "ray": {"address": ray.get_runtime_context().gcs_address,
                     "replicas": [rc.min_replicas, rc.max_replicas],
                     "target_streams": rc.target_streams, "max_streams": rc.max_streams}}))
-        while not stopping.wait(0.5):
-            pass
+        while not received:
+            time.sleep(0.5)  # checked every half second
+        log.info(json.dumps({"event": "draining",
+                             "signal": signal.Signals(received[0]).name}))
         drained = _drain(collector, server.drain_timeout_seconds)
         for name in APPS:
             serve.delete(name)

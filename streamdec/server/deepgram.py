@@ -45,6 +45,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from ..audio.pcm import sample_size
 from ..core.endpoint import EndpointConfig
 from ..core.results import Result
 from ..errors import ClientError, ConfigError, OptionError
@@ -59,8 +60,7 @@ __all__ = ["DeepgramSettings", "parse_deepgram_query", "DeepgramSession", "deepg
            "IGNORED", "REFUSED", "deepgram_error"]
 
 #: Deepgram's raw encodings this server decodes, and their streamdec names
-ENCODINGS = {"linear16": "s16le", "mulaw": "mulaw", "linear32": "f32le"}
-_SAMPLE_BYTES = {"s16le": 2, "mulaw": 1, "f32le": 4}
+ENCODINGS = {"linear16": "s16le", "mulaw": "mulaw", "alaw": "alaw", "linear32": "f32le"}
 #: accepted and without effect here: bookkeeping of Deepgram's service, or the choice of a
 #: model (this server has the one it was started with)
 IGNORED = ("model", "version", "tag", "extra", "mip_opt_out", "language_hint")
@@ -271,7 +271,7 @@ class DeepgramSession:
     @property
     def audio_seconds(self) -> float:
         """Seconds of audio per channel received so far."""
-        frame = _SAMPLE_BYTES[self.options.encoding] * self.options.channels
+        frame = sample_size(self.options.encoding) * self.options.channels
         return self.fed_bytes // frame / self.options.sample_rate
 
     def receive(self, message) -> list[Command]:

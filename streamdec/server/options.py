@@ -4,7 +4,7 @@
 parameter            meaning                                                     default
 ===================  ==========================================================  ============
 ``sample_rate``      rate of the audio the client sends (8000..96000)            per protocol
-``encoding``         ``f32le`` | ``s16le`` | ``mulaw``                           per protocol
+``encoding``         ``f32le`` | ``s16le`` | ``mulaw`` | ``alaw``                per protocol
 ``channels``         1, or 2: a stereo call, one stream (and result tag) each    1
 ``search``           search method (``greedy``, ``modified_beam``, ...)          the server's
 ``beam``             beam size of a beam search                                  the server's

@@ -7,8 +7,8 @@ Client -> server: JSON text events.
   "transcription", "turn_detection", "noise_reduction"}}, "include"}}`` (and the older
   ``transcription_session.update`` ``{"session": {"input_audio_format",
   "input_audio_transcription", "turn_detection", ...}}``): the audio format
-  (``audio/pcm`` at 24000 Hz / ``pcm16``, ``audio/pcmu`` / ``g711_ulaw``; ``audio/pcma`` /
-  ``g711_alaw`` is refused), the turn detection (``server_vad``: the endpoint rules end
+  (``audio/pcm`` at 24000 Hz / ``pcm16``, ``audio/pcmu`` / ``g711_ulaw`` and ``audio/pcma``
+  / ``g711_alaw`` at 8000 Hz), the turn detection (``server_vad``: the endpoint rules end
   each utterance, ``silence_duration_ms`` their silence after speech; ``null``: only
   ``commit`` ends one), ``language`` (English only). ``prompt``, ``model``,
   ``noise_reduction``, ``include``, ``threshold`` and ``prefix_padding_ms`` are taken and
@@ -41,6 +41,7 @@ import json
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from ..audio.pcm import sample_size
 from ..core.endpoint import EndpointConfig
 from ..core.results import Result
 from ..errors import ClientError, EventRefused, OptionError
@@ -55,8 +56,11 @@ __all__ = ["RealtimeSession", "parse_realtime_query", "realtime_parser", "realti
 PCM_RATE = 24000  # OpenAI's pcm16: 24 kHz, mono, little-endian
 #: input formats (GA ``type`` / older names) -> (streamdec encoding, rate)
 FORMATS = {"audio/pcm": ("s16le", PCM_RATE), "pcm16": ("s16le", PCM_RATE),
-           "audio/pcmu": ("mulaw", 8000), "g711_ulaw": ("mulaw", 8000)}
-_SAMPLE_BYTES = {"s16le": 2, "mulaw": 1}
+           "audio/pcmu": ("mulaw", 8000), "g711_ulaw": ("mulaw", 8000),
+           "audio/pcma": ("alaw", 8000), "g711_alaw": ("alaw", 8000)}
+#: streamdec encoding -> the GA format object a session reports
+_SESSION_FORMATS = {"s16le": {"type": "audio/pcm", "rate": PCM_RATE},
+                    "mulaw": {"type": "audio/pcmu"}, "alaw": {"type": "audio/pcma"}}
 LANGUAGES = ("en",)
 _QUERY = ("intent", "model", "token")
 
@@ -169,7 +173,7 @@ class RealtimeSession:
             data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
             raise EventRefused("invalid_audio", "audio is not base64", "audio") from None
-        size = _SAMPLE_BYTES[self.options.encoding]
+        size = sample_size(self.options.encoding)
         if len(data) % size:
             raise EventRefused("invalid_audio", f"{len(data)} bytes is not a whole number of "
                            f"{self.format} samples", "audio")
@@ -315,8 +319,7 @@ class RealtimeSession:
     def _session(self) -> dict:
         return {"type": "transcription", "object": "realtime.transcription_session",
                 "audio": {"input": {
-                    "format": {"type": "audio/pcm", "rate": PCM_RATE}
-                    if FORMATS[self.format][0] == "s16le" else {"type": "audio/pcmu"},
+                    "format": dict(_SESSION_FORMATS[FORMATS[self.format][0]]),
                     "transcription": {"model": self.model, "language": "en"},
                     "turn_detection": self.turn_detection, "noise_reduction": None}}}
 

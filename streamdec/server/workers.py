@@ -110,56 +110,54 @@ def serve_workers(app, workers: int) -> int:
         procs[index] = p
         log.info(json.dumps({"event": "worker_started", "worker": index, "pid": p.pid}))
 
-    signals: list[int] = []
     passed: dict[int, int] = {}  # pid -> signals passed on to it
 
-    def pass_on() -> None:
+    def pass_on(signals: list[int]) -> None:
         """Each live worker gets one SIGTERM per signal received (a worker started while
-        one arrived gets it too)."""
+        one arrived gets it too). Only the loop below calls it: it alone reaps workers."""
         for p in list(procs.values()):
             while p.is_alive() and passed.get(p.pid, 0) < len(signals):
                 passed[p.pid] = passed.get(p.pid, 0) + 1
                 os.kill(p.pid, signal.SIGTERM)
 
-    def on_signal(signum, frame) -> None:
-        signals.append(signum)
-        pass_on()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     status = 0
     try:
-        for index in range(workers):
-            start(index)
-        while procs:
-            wait([p.sentinel for p in procs.values()], timeout=0.5)
-            for index, p in list(procs.items()):
-                if p.is_alive():
-                    continue
-                p.join()
-                del procs[index]
-                _forget(share, index, p.pid)
-                if signals:  # stopping: a drained worker exits 0, one still starting (its
-                    # handlers not installed yet) ends by the SIGTERM itself: both as asked
-                    status = status or (p.exitcode not in (0, -signal.SIGTERM))
-                    if p.exitcode != 0:
-                        log.warning(json.dumps({"event": "worker_exited", "worker": index,
-                                                "pid": p.pid, "exitcode": p.exitcode}))
-                    continue
-                if not share.ready(index):  # it never listened: bad config, files, ports
-                    log.error("worker %d exited with status %s before listening: stopping",
-                              index, p.exitcode)
-                    on_signal(signal.SIGTERM, None)
-                    status = 2 if p.exitcode == 2 else 1
-                    continue
-                log.warning(json.dumps({"event": "worker_died", "worker": index,
-                                        "pid": p.pid, "exitcode": p.exitcode}))
+        with _stop_signals() as (signals, wake):
+            for index in range(workers):
                 start(index)
-                pass_on()  # a signal that came while it started
+            while procs:
+                if wake in wait([wake, *(p.sentinel for p in procs.values())], timeout=0.5):
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wake, 64)
+                pass_on(signals)
+                for index, p in list(procs.items()):
+                    if p.is_alive():
+                        continue
+                    p.join()
+                    del procs[index]
+                    _forget(share, index, p.pid)
+                    if signals:  # stopping: a drained worker exits 0, one still starting
+                        # (its handlers not installed yet) ends by the SIGTERM itself: both
+                        # as asked
+                        status = status or (p.exitcode not in (0, -signal.SIGTERM))
+                        if p.exitcode != 0:
+                            log.warning(json.dumps({"event": "worker_exited", "worker": index,
+                                                    "pid": p.pid, "exitcode": p.exitcode}))
+                        continue
+                    if not share.ready(index):  # it never listened: bad config, files, ports
+                        log.error("worker %d exited with status %s before listening: "
+                                  "stopping", index, p.exitcode)
+                        signals.append(signal.SIGTERM)
+                        pass_on(signals)
+                        status = 2 if p.exitcode == 2 else 1
+                        continue
+                    log.warning(json.dumps({"event": "worker_died", "worker": index,
+                                            "pid": p.pid, "exitcode": p.exitcode}))
+                    start(index)
+                    pass_on(signals)  # a signal that came while it started
         log.info(json.dumps({"event": "stopped", "workers": workers}))
         return int(status)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         for sock in held:
             if sock is not None:
                 sock.close()
@@ -167,6 +165,34 @@ def serve_workers(app, workers: int) -> int:
         if made_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
             os.environ.pop(MULTIPROC_ENV, None)
+
+
+@contextlib.contextmanager
+def _stop_signals():
+    """SIGTERM and SIGINT noted while the block runs; yields (the signals received so far,
+    a file descriptor that turns readable when one arrives). The handlers do nothing else:
+    reaping and signalling workers from a handler raced the loop it interrupted (a worker
+    that loop had just reaped looked alive to the handler, whose SIGTERM to its gone pid
+    raised ProcessLookupError out of the supervisor, which then waited forever at exit
+    for the workers it had not told to stop)."""
+    wake, ring = os.pipe()
+    os.set_blocking(wake, False)
+    os.set_blocking(ring, False)
+    signals: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        signals.append(signum)
+        with contextlib.suppress(BlockingIOError):  # full: it is readable already
+            os.write(ring, b"\0")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield signals, wake
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        os.close(wake)
+        os.close(ring)
 
 
 def _forget(share: ServerShare, index: int, pid: int) -> None:
