@@ -470,11 +470,12 @@ class Engine:
             self._second_ended(live, job, second.mark(final, SKIPPED))
             return job
         deadline = job.started + second.config.deadline_seconds
+        nbest = live.stream.search.config.nbest
 
         def work() -> Result | None:  # a second-pass thread
             if time.monotonic() >= deadline:  # waited past its deadline: not worth running
                 return None
-            return second.run(final, clip)
+            return second.run(final, clip, nbest)
 
         loop = self._loop
         self._second_running += 1

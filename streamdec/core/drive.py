@@ -44,7 +44,7 @@ def pop_events(recognizer: Recognizer, stream: Stream) -> list[Event]:
         if not isinstance(e, Result):
             pass
         elif second.applies(e):
-            e = second.run(e, second.clip(stream.kept, e))
+            e = second.run(e, second.clip(stream.kept, e), stream.search.config.nbest)
         elif not e.is_final and stream.agreement is not None:
             e = _refreshed(recognizer, stream, e)
         out.append(e)

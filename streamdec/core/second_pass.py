@@ -22,7 +22,21 @@ What a second-pass final carries (``Result``):
 - word times: Whisper's own (its cross-attention alignment), placed on the stream's clock
   by adding where the clip starts; ``tokens`` are the words (ids -1: no unit of the first
   pass's vocabulary), ``timestamps`` their starts from the segment start, ``log_probs``
-  the log of Whisper's word probabilities; no n-best (``alternatives`` empty).
+  the log of Whisper's word probabilities;
+- an n-best where the stream's search asks for one (``nbest`` > 1; else ``alternatives``
+  empty): up to ``nbest`` alternatives of distinct raw text, best first. The first is the
+  final itself (the text the checks accepted); the others come from a beam search of
+  Whisper of width ``HYPOTHESES_PER_ALTERNATIVE`` x ``nbest`` over the same clip (a second
+  decode, only where an n-best is asked), hypotheses that read the same in the raw style
+  merged into their best (casing and punctuation often are all they differ by), in Whisper's
+  order; each carries its text (``display``: as Whisper wrote it) and score, no tokens,
+  words or times (Whisper aligns the final's words only). An alternative's ``score`` is Whisper's
+  length-normalised log-prob: its tokens' total log-prob over their number (CTranslate2's
+  score), the best of the hypotheses merged into it; the first's is that of the beam's
+  hypotheses reading as the final, or, when the beam has none, its own decode's average
+  log-prob (the final's ``score`` stays the sum of its words' log-probs). A clip longer
+  than Whisper's window (30 s) gets the final alone. A rejected or skipped final keeps the
+  first pass's n-best with its words.
 
 Checks (a failure falls back to the first pass, ``"rejected"``): the model runs only where
 the first pass heard words (never on silence the endpoint closed); then Whisper's own
@@ -38,7 +52,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -47,12 +61,16 @@ from ..validation import require_finite
 from .results import Result, Word
 
 if TYPE_CHECKING:
-    from ..models.offline import OfflineModel, OfflineTranscript
+    from ..models.offline import OfflineHypothesis, OfflineModel, OfflineTranscript
 
 __all__ = ["SecondPassConfig", "KeptAudio", "Clip", "SecondPass", "check_transcript",
-           "raw_style", "DONE", "REJECTED", "SKIPPED"]
+           "raw_style", "nbest_alternatives", "DONE", "REJECTED", "SKIPPED"]
 
 DONE, REJECTED, SKIPPED = "done", "rejected", "skipped"
+#: Whisper hypotheses asked per alternative: many differ from a better one only in casing
+#: or punctuation, and merge into it in the raw style
+HYPOTHESES_PER_ALTERNATIVE = 4
+MAX_BEAM = 64
 
 
 @dataclass(frozen=True)
@@ -240,16 +258,22 @@ class SecondPass:
             return None
         return Clip(samples, a / rate)
 
-    def run(self, final: Result, clip: Clip | None) -> Result:
+    def run(self, final: Result, clip: Clip | None, nbest: int = 1) -> Result:
         """``final`` with the offline model's words (or the first pass's, marked): pure,
-        any thread."""
+        any thread. ``nbest``: the stream's ``SearchConfig.nbest``; above 1, the result
+        carries up to that many ``alternatives`` (module notes)."""
         if clip is None:
             return self.mark(final, SKIPPED)
         seconds = len(clip.samples) / self.sample_rate
         out = self.model.transcribe(clip.samples)
         if check_transcript(self.config, out, seconds):
             return self.mark(final, REJECTED)
-        return second_pass_result(final, out, clip.start, final.end_time)
+        result = second_pass_result(final, out, clip.start, final.end_time)
+        if nbest <= 1:
+            return result
+        hyps = self.model.nbest(clip.samples, min(HYPOTHESES_PER_ALTERNATIVE * nbest, MAX_BEAM))
+        own = sum(s.avg_logprob for s in out.segments) / len(out.segments)
+        return replace(result, alternatives=nbest_alternatives(result, hyps, nbest, own))
 
     @staticmethod
     def mark(final: Result, status: str) -> Result:
@@ -279,3 +303,23 @@ def second_pass_result(final: Result, out: "OfflineTranscript", offset: float,
         alternatives=(), stable_tokens=len(raw),
         stable_chars=len(" ".join(w.text for w in raw)),
         display=out.text, display_words=tuple(shown), second_pass=DONE, first_pass=final)
+
+
+def nbest_alternatives(result: Result, hyps: "Sequence[OfflineHypothesis]", n: int,
+                       own_score: float) -> tuple[Result, ...]:
+    """Up to ``n`` alternatives of distinct raw text, best first: ``result`` (its score the
+    best of ``hyps`` reading as it, else ``own_score``), then ``hyps`` (best first) merged by
+    raw text, each a result with its text, display text and score, no tokens or words."""
+    scores: dict[str, float] = {}
+    shown: dict[str, str] = {}
+    for h in hyps:
+        text = raw_style(h.text)
+        if text and text not in scores:  # the first of a text is its best
+            scores[text], shown[text] = round(h.score, 6), h.text
+    first = replace(result, score=scores.pop(result.text, round(own_score, 6)))
+    others = tuple(
+        replace(result, text=text, tokens=(), token_ids=(), timestamps=(), log_probs=(),
+                score=score, words=(), stable_tokens=0, stable_chars=len(text),
+                display=shown[text], display_words=())
+        for text, score in list(scores.items())[:n - 1])
+    return (first,) + others

@@ -3,6 +3,7 @@
     model: OfflineModel = WhisperModel(WhisperConfig())       # streamdec.models.whisper
     out = model.transcribe(samples)     # samples: (n,) float32 in [-1, 1] at model.sample_rate
     out.segments[0].words[0]            # OfflineWord(text, start, end, prob), seconds from 0
+    hyps = model.nbest(samples, 8)      # up to 8 OfflineHypothesis(text, score), best first
 
 A model is shared by every stream and holds no per-utterance state: ``transcribe`` may be
 called from several threads at once.
@@ -15,7 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["OfflineModel", "OfflineWord", "OfflineSegment", "OfflineTranscript"]
+__all__ = ["OfflineModel", "OfflineWord", "OfflineSegment", "OfflineTranscript",
+           "OfflineHypothesis"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,14 @@ class OfflineTranscript:
         return " ".join(s.text.strip() for s in self.segments if s.text.strip())
 
 
+@dataclass(frozen=True)
+class OfflineHypothesis:
+    """One hypothesis of an n-best decode: its text as written, and its score."""
+
+    text: str  # as written (casing, punctuation)
+    score: float  # length-normalised log-prob: its tokens' total log-prob / their number
+
+
 class OfflineModel(Protocol):
     """A model that decodes a whole utterance at once."""
 
@@ -66,3 +76,8 @@ class OfflineModel(Protocol):
 
     def transcribe(self, samples: np.ndarray) -> OfflineTranscript:
         """Decode ``samples`` ((n,) float32 at ``sample_rate``); thread-safe."""
+
+    def nbest(self, samples: np.ndarray, n: int) -> tuple[OfflineHypothesis, ...]:
+        """Up to ``n`` hypotheses of ``samples`` ((k,) float32 at ``sample_rate``) from one
+        beam search of width ``n``, best first by score; empty when ``samples`` are longer
+        than the one window the model decodes at once. Thread-safe."""
