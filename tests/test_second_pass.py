@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soxr
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -28,8 +29,9 @@ from bench.common.devset import error_rates  # noqa: E402
 from streamdec.appconfig import load_config  # noqa: E402
 from streamdec.core.drive import decode_audio  # noqa: E402
 from streamdec.core.recognizer import Recognizer  # noqa: E402
-from streamdec.core.second_pass import (DONE, REJECTED, KeptAudio, SecondPass,  # noqa: E402
-                                        SecondPassConfig, check_transcript, raw_style)
+from streamdec.core.second_pass import (DONE, REJECTED, Clip, KeptAudio,  # noqa: E402
+                                        SecondPass, SecondPassConfig, check_transcript,
+                                        raw_style)
 from streamdec.errors import ConfigError, ModelLoadError  # noqa: E402
 from streamdec.models.whisper_weights import whisper_dir  # noqa: E402
 from streamdec.models.offline import OfflineSegment, OfflineTranscript, OfflineWord  # noqa: E402
@@ -282,3 +284,100 @@ def test_a_hyphenated_word_shares_its_time():
     assert [(w.text, w.start, w.end) for w in f.display_words] == [
         ("An", 1.5, 1.7), ("ill-disposed", 1.7, 2.3), ("man.", 2.3, 2.5)]
     assert f.timestamps == (0.5, 0.7, 1.0, 1.3) and f.first_pass is first
+
+
+# -- the n-best of the second pass ------------------------------------------------------------
+NBEST_UTTS = ["librivox/sense_and_sensibility_01_austen_64kb-0880", "alsa/Rear_Right"]
+
+
+class Counted:
+    """The real model, its decodes counted."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+        self.sample_rate, self.name = model.sample_rate, model.name
+
+    def transcribe(self, samples):
+        self.calls.append("transcribe")
+        return self.model.transcribe(samples)
+
+    def nbest(self, samples, n):
+        self.calls.append(f"nbest {n}")
+        return self.model.nbest(samples, n)
+
+
+def _counted_finals(rec, u, nbest):
+    model = Counted(rec.second_pass.model)
+    other = Recognizer(rec.config, model=rec.model, symbols=rec.symbols,
+                       second_pass=SecondPass(rec.second_pass.config, model))
+    stream = other.create_stream(search=replace(rec.config.search, nbest=nbest))
+    finals = [e for e in decode_audio(other, stream, u.rate, [u.samples]) if e.is_final]
+    return finals, model.calls
+
+
+@pytest.mark.parametrize("utt", NBEST_UTTS)
+def test_a_final_carries_whispers_nbest_where_asked(rec, dev, utt):
+    """A search with ``nbest=3``: each second-pass final carries 3 alternatives of distinct
+    text, the first the final itself (its text, words and display), the others best first
+    by Whisper's length-normalised log-prob (each in [-5, 0], with no words); Whisper ran a
+    beam of 4 x 3 besides the final's decode. With ``nbest=1`` (the default) there are
+    no alternatives and one decode per final, as without an n-best."""
+    u = next(u for u in dev if u.utt == utt)
+    finals, calls = _counted_finals(rec, u, nbest=3)
+    done = [f for f in finals if f.second_pass == DONE]
+    assert len(done) == 1 and calls == ["transcribe", "nbest 12"], calls
+    f = done[0]
+    alts = f.alternatives
+    assert len(alts) == 3 and len({a.text for a in alts}) == 3, [a.text for a in alts]
+    assert (alts[0].text, alts[0].words, alts[0].display) == (f.text, f.words, f.display)
+    assert all(a.text == raw_style(a.display) and a.text for a in alts)
+    assert all(-5.0 <= a.score <= 0.0 for a in alts)
+    assert alts[1].score >= alts[2].score and alts[1].words == alts[2].words == ()
+    plain, calls = _counted_finals(rec, u, nbest=1)
+    assert [(p.text, p.alternatives) for p in plain] == [(g.text, ()) for g in finals]
+    assert calls == ["transcribe"]
+
+
+def test_a_skipped_or_rejected_final_keeps_the_first_pass_nbest(rec, dev):
+    """Skipped (no clip) or rejected (a check no output passes): the first pass's final
+    with its own n-best, whatever ``nbest`` asks."""
+    from streamdec.core.results import Result
+
+    best = Result("FRONT LEFT", ("▁FRONT", "▁LEFT"), (5, 6), (0.1, 0.5), (-0.1, -0.2),
+                  segment=0, start_time=0.0, end_time=1.5, is_final=True, score=-0.3)
+    other = replace(best, text="FRONT LIFT", score=-1.2)
+    final = replace(best, alternatives=(best, other))
+    assert rec.second_pass.run(final, None, nbest=3).alternatives == (best, other)
+    strict = SecondPass(replace(rec.second_pass.config, log_prob_threshold=0.0),
+                        rec.second_pass.model)
+    u = next(u for u in dev if u.utt == "alsa/Front_Left")
+    clip = Clip(soxr.resample(u.samples, u.rate, RATE).astype(np.float32), 0.0)
+    rejected = strict.run(final, clip, nbest=3)
+    assert (rejected.second_pass, rejected.alternatives) == (REJECTED, (best, other))
+
+
+NBEST_CASES = [  # hypotheses (text, score), n, own score -> alternatives (text, score)
+    ([("Front left.", -0.5), ("Front, left.", -0.55), ("Brent, left.", -1.13)], 3, -0.8,
+     [("FRONT LEFT", -0.5), ("BRENT LEFT", -1.13)]),
+    ([("We're right.", -0.41), ("We are right.", -0.67), ("Rear, right.", -0.8)], 2, -0.7,
+     [("FRONT LEFT", -0.7), ("WE'RE RIGHT", -0.41)]),  # the final's text not among them
+    ([("...", -0.3), ("front left", -0.9), ("Front? Left!", -1.0)], 5, -0.8,
+     [("FRONT LEFT", -0.9)]),  # "..." reads as nothing; the first of a text is its score
+    ([], 3, -0.8, [("FRONT LEFT", -0.8)]),  # a clip longer than Whisper's window
+]
+
+
+@pytest.mark.parametrize("hyps, n, own, expected", NBEST_CASES)
+def test_nbest_alternatives(hyps, n, own, expected):
+    from streamdec.core.results import Result, Word
+    from streamdec.core.second_pass import nbest_alternatives
+    from streamdec.models.offline import OfflineHypothesis
+
+    final = Result("FRONT LEFT", ("FRONT", "LEFT"), (-1, -1), (0.0, 0.4), (-0.1, -0.2),
+                   segment=0, start_time=0.0, end_time=1.5, is_final=True, score=-0.3,
+                   words=(Word("FRONT", 0.0, 0.4, 0.9), Word("LEFT", 0.4, 0.8, 0.8)),
+                   display="Front left.", second_pass=DONE)
+    alts = nbest_alternatives(final, [OfflineHypothesis(t, s) for t, s in hyps], n, own)
+    assert [(a.text, a.score) for a in alts] == expected
+    assert alts[0] == replace(final, score=expected[0][1])
+    assert all(a.words == a.tokens == () and a.second_pass == DONE for a in alts[1:])
