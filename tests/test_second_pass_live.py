@@ -180,6 +180,26 @@ def test_server_vosk_config_key(server, phrases):
     assert (code, reason) == (1008, "config second_pass must be a boolean, got 'yes'"), replies
 
 
+def test_server_vosk_alternatives_from_the_second_pass(server, dev_sentence):
+    """A Vosk client asking ``max_alternatives: 3`` of a two-pass server gets 3
+    alternatives of distinct text, the first the final a client asking none gets, each
+    with Whisper's length-normalised log-prob as its confidence."""
+    pcm = np.round(dev_sentence * 32767).astype(np.int16)
+    url = server.url("/", port=server.ports[1])
+    plain = run(vosk_client(url, pcm, 4000, config={"sample_rate": RATE}))
+    nbest = run(vosk_client(url, pcm, 4000, config={"sample_rate": RATE,
+                                                    "max_alternatives": 3}))
+    finals = [r for r in plain["replies"] if r.get("text")]
+    ranked = [r["alternatives"] for r in nbest["replies"]
+              if "alternatives" in r and any(a["text"] for a in r["alternatives"])]
+    assert [r["second_pass"] for r in finals] == [DONE] and len(ranked) == 1, nbest
+    alts = ranked[0]
+    assert len(alts) == 3 and len({a["text"] for a in alts}) == 3, alts
+    assert alts[0]["text"] == finals[0]["text"]
+    assert all(-5.0 <= a["confidence"] <= 0.0 for a in alts)
+    assert alts[1]["confidence"] >= alts[2]["confidence"]
+
+
 def _refreshes(server) -> float:
     """``streamdec_partial_refresh_total`` over its outcomes, from /metrics."""
     status, body = get(server.http("/metrics"))
