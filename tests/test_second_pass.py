@@ -333,6 +333,7 @@ def test_a_final_carries_whispers_nbest_where_asked(rec, dev, utt):
     assert all(a.text == raw_style(a.display) and a.text for a in alts)
     assert all(-5.0 <= a.score <= 0.0 for a in alts)
     assert alts[1].score >= alts[2].score and alts[1].words == alts[2].words == ()
+    assert f.score == pytest.approx(sum(f.log_probs), abs=1e-5)  # the final's own, as before
     plain, calls = _counted_finals(rec, u, nbest=1)
     assert [(p.text, p.alternatives) for p in plain] == [(g.text, ()) for g in finals]
     assert calls == ["transcribe"]
@@ -354,6 +355,12 @@ def test_a_skipped_or_rejected_final_keeps_the_first_pass_nbest(rec, dev):
     clip = Clip(soxr.resample(u.samples, u.rate, RATE).astype(np.float32), 0.0)
     rejected = strict.run(final, clip, nbest=3)
     assert (rejected.second_pass, rejected.alternatives) == (REJECTED, (best, other))
+
+
+def test_no_nbest_past_whispers_window(rec):
+    """More than 30 s of audio is more than one Whisper window: no n-best (the final alone)."""
+    model = rec.second_pass.model
+    assert model.nbest(np.zeros(30 * RATE + 1, np.float32), 3) == ()
 
 
 NBEST_CASES = [  # hypotheses (text, score), n, own score -> alternatives (text, score)

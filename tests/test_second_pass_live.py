@@ -182,8 +182,8 @@ def test_server_vosk_config_key(server, phrases):
 
 def test_server_vosk_alternatives_from_the_second_pass(server, dev_sentence):
     """A Vosk client asking ``max_alternatives: 3`` of a two-pass server gets 3
-    alternatives of distinct text, the first the final a client asking none gets, each
-    with Whisper's length-normalised log-prob as its confidence."""
+    alternatives of distinct text, the first the final a client asking none gets (with its
+    words), each with Whisper's length-normalised log-prob as its confidence."""
     pcm = np.round(dev_sentence * 32767).astype(np.int16)
     url = server.url("/", port=server.ports[1])
     plain = run(vosk_client(url, pcm, 4000, config={"sample_rate": RATE}))
@@ -198,6 +198,7 @@ def test_server_vosk_alternatives_from_the_second_pass(server, dev_sentence):
     assert alts[0]["text"] == finals[0]["text"]
     assert all(-5.0 <= a["confidence"] <= 0.0 for a in alts)
     assert alts[1]["confidence"] >= alts[2]["confidence"]
+    assert alts[0]["result"] and alts[1]["result"] == alts[2]["result"] == []
 
 
 def _refreshes(server) -> float:

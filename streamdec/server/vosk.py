@@ -16,7 +16,9 @@ whole chunk of that message's audio is decoded:
   for a message long enough to hold several, more than one, merged) ended; ``result`` when
   words are on (the default) and there are words; times in seconds from the stream start;
 - with ``max_alternatives`` > 0, ``{"alternatives": [{"text", "confidence", "result"}]}``
-  (the n-best of a beam search; ``confidence`` is the hypothesis' total log-probability).
+  (the n-best of a beam search; ``confidence`` is the hypothesis' total log-probability;
+  on a second-pass final, Whisper's n-best and its length-normalised log-probability, the
+  alternatives after the first without ``result`` words: docs/two-pass.md).
 
 A connection with ``text_format`` ``punct``/``full`` gets ``display`` and ``display_words``
 beside ``text`` (``display.py``; word times as ``result``'s).
