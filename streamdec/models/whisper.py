@@ -9,11 +9,11 @@ no fallback to sampling), with Whisper's own word times, no prompt (nothing of a
 utterance is carried into the next unless ``prompt`` is set) and no filter of its own: the
 segment's no-speech probability, average log-prob and compression ratio come back with it
 for the second pass's checks (``streamdec.core.second_pass``) to judge, so each rule has
-one home. ``nbest`` is a beam search of its own over the same features and prompt, without
-timestamps, for an n-best only where one is asked (``transcribe`` decodes the best alone);
-its scores are CTranslate2's with length penalty 1: a hypothesis's total log-prob divided by
-its number of tokens. Whisper's weights: MIT (``streamdec.models.whisper_weights`` says where they
-come from).
+one home. ``nbest`` is a beam search of its own over the same audio and initial prompt,
+without timestamps, for an n-best only where one is asked (``transcribe`` decodes the best
+alone); its scores are CTranslate2's with length penalty 1: a hypothesis's total log-prob
+divided by its number of tokens. Whisper's weights: MIT (``streamdec.models.whisper_weights``
+says where they come from).
 """
 
 from __future__ import annotations
