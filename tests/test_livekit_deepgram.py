@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from livekit.agents import APIStatusError, stt
 
-from server_utils import REPO, run, sherpa_client, wait_for_logged
+from server_utils import REPO, UNIT, run, sherpa_client, wait_for_logged
 from test_deepgram import KEY, RATE, pcm16, server, speech  # noqa: F401  (fixtures)
 
 sys.path.insert(0, str(REPO / "clients"))
@@ -47,7 +47,7 @@ async def plugin_and_sherpa(server, audio: np.ndarray, **options):
                            samples.astype(np.float32) / 32768, 1600,
                            additional_headers={"Authorization": f"Bearer {KEY}"})
     plugin = transcribe(samples, RATE, f"http://127.0.0.1:{server.port}", KEY, **options)
-    events, out = await asyncio.gather(plugin, sherpa)
+    events, out = await asyncio.wait_for(asyncio.gather(plugin, sherpa), 120 * UNIT)
     return events, [r for r in out["results"] if r["is_final"] and r["text"]]
 
 
@@ -97,6 +97,7 @@ def test_plugin_default_filler_words_is_refused(server, speech):
     """Deepgram's ``filler_words=true`` (the plugin's default) asks for the fillers Deepgram's
     models write: refused at the handshake, as Deepgram answers an unsupported option."""
     with pytest.raises(APIStatusError) as e:
-        run(transcribe(pcm(speech[:RATE // 10]), RATE, f"http://127.0.0.1:{server.port}",
-                       KEY, filler_words=True))
+        run(asyncio.wait_for(transcribe(pcm(speech[:RATE // 10]), RATE,
+                                        f"http://127.0.0.1:{server.port}", KEY,
+                                        filler_words=True), 30 * UNIT))
     assert e.value.status_code == 400
