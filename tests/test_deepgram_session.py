@@ -5,11 +5,12 @@ commands and Deepgram's messages out."""
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 import pytest
 
 from streamdec import SearchConfig
-from streamdec.core.endpoint import EndpointConfig
+from streamdec.core.endpoint import EndpointConfig, EndpointRule
 from streamdec.errors import ClientError, ConfigError, OptionError
 from streamdec.server.deepgram import (DeepgramSession, DeepgramSettings, deepgram_error,
                                        parse_deepgram_query)
@@ -48,6 +49,29 @@ def test_query_options(extra, field, value):
     assert getattr(options, field) == value
 
 
+# what LiveKit Agents' Deepgram plugin (livekit-plugins-deepgram 1.8.9) sends, every key
+# every time, with filler_words=false and endpointing_ms=1200 (tests/test_livekit_deepgram.py)
+LIVEKIT = ("model=nova-3&punctuate=true&smart_format=false&no_delay=true&interim_results=true"
+           "&encoding=linear16&vad_events=true&sample_rate=16000&channels=1&endpointing=1200"
+           "&filler_words=false&profanity_filter=false&numerals=false&mip_opt_out=false"
+           "&language=en-US")
+
+
+def test_livekit_plugins_query():
+    options, settings = parse_deepgram_query(parse_qs(LIVEKIT), search=SearchConfig())
+    assert (options.sample_rate, options.encoding, options.channels) == (16000, "s16le", 1)
+    assert options.text_format == "punct" and options.search is None
+    assert options.endpoint == EndpointConfig(rule2=EndpointRule(True, 1.2, 0.0))
+    assert settings == DeepgramSettings(interim_results=True, vad_events=True,
+                                        model="nova-3")
+
+
+@pytest.mark.parametrize("extra", [{"no_delay": "true"}, {"no_delay": "false"},
+                                   {"filler_words": "false"}])
+def test_options_without_effect(extra):
+    assert parse(**extra) == parse()
+
+
 def test_keywords_switch_a_greedy_server_to_its_beam_search():
     options, _ = parse(keywords="call")
     assert options.search.method == "modified_beam"
@@ -73,6 +97,7 @@ def test_endpointing_sets_the_silence_after_speech(value, enabled, silence):
     ({"language": ["multi"]}, "language 'multi' is not supported"),
     ({"diarize": ["true"]}, "diarize is not supported"),
     ({"redact": ["pci"]}, "redact is not supported"),
+    ({"filler_words": ["true"]}, "filler_words is not supported"),
     ({"interim_results": ["yes"]}, "interim_results must be true or false"),
     ({"utterance_end_ms": ["500"]}, r"utterance_end_ms must be in \[1000, 5000\]"),
     ({"endpointing": ["31000"]}, r"endpointing must be in \[0, 30000\]"),

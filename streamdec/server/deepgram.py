@@ -61,12 +61,14 @@ __all__ = ["DeepgramSettings", "parse_deepgram_query", "DeepgramSession", "deepg
 
 #: Deepgram's raw encodings this server decodes, and their streamdec names
 ENCODINGS = {"linear16": "s16le", "mulaw": "mulaw", "alaw": "alaw", "linear32": "f32le"}
-#: accepted and without effect here: bookkeeping of Deepgram's service, or the choice of a
-#: model (this server has the one it was started with)
-IGNORED = ("model", "version", "tag", "extra", "mip_opt_out", "language_hint")
+#: accepted and without effect here: bookkeeping of Deepgram's service, the choice of a
+#: model (this server has the one it was started with), or ``no_delay`` (a result never
+#: waits here for the rest of a number or date to be formatted)
+IGNORED = ("model", "version", "tag", "extra", "mip_opt_out", "language_hint", "no_delay")
 #: features only Deepgram's service has: the handshake is refused (400) when one is on
 REFUSED = ("diarize", "diarize_model", "redact", "detect_entities", "search", "replace",
-           "callback", "callback_method", "dictation", "profanity_filter", "numerals")
+           "callback", "callback_method", "dictation", "profanity_filter", "numerals",
+           "filler_words")
 _BOOLEAN = ("interim_results", "punctuate", "smart_format", "vad_events", "multichannel")
 KNOWN = ("encoding", "sample_rate", "channels", "endpointing", "utterance_end_ms",
          "keywords", "keyterm", "language", "token") + _BOOLEAN + IGNORED + REFUSED
