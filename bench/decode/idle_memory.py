@@ -9,8 +9,14 @@ imported (the floor of any Python process running ONNX Runtime); the server's im
 ``onnx`` imported (the graph rewrites at load need it); the model loaded (``Recognizer``);
 ``allocator.trim()``; the engine warmed up as the server does it (``Engine.warm_up``:
 ``workers`` batches of ``max_batch`` silent streams at once); ``allocator.trim()`` again
-(what the server does once warmed up, before any client). The two arena settings are
+(what the server does once warmed up, before any client); the engine stopped (its decode
+threads end, and what they held is freed) and ``allocator.trim()``: the memory the live
+decode threads hold. The two arena settings are
 alternated, ``--runs`` each; medians. Without ``--model-dir``: the built-in model.
+
+``server_idle_rss_mb``: the RSS of ``python -m streamdec serve --model DIR --port 0`` (the
+default settings) once it logs that it listens (warmed up and trimmed), read from
+``/proc/PID/status`` a second later; ``--runs`` servers, one after the other; median.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]  # bench/
@@ -55,13 +62,15 @@ async def warm():
     engine = Engine(recognizer, EngineConfig())
     engine.start()
     await engine.warm_up()
+    steps.append(("warmed up", rss()))
+    allocator.trim()  # as the server does, its decode threads alive
+    steps.append(("trim (the server, before any client)", rss()))
     sizes = (engine.workers, engine.max_batch)
     await engine.stop()
+    allocator.trim()
+    steps.append(("decode threads ended, trim", rss()))
     return sizes
 sizes = asyncio.run(warm())
-steps.append(("warmed up", rss()))
-allocator.trim()
-steps.append(("trim (the server, before any client)", rss()))
 print(json.dumps({"steps": steps, "workers": sizes[0], "max_batch": sizes[1]}))
 """
 
@@ -72,6 +81,26 @@ def run_once(args, cpu_arena: bool) -> dict:
     run = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config)], check=True,
                          capture_output=True, text=True, cwd=HERE.parent, timeout=600)
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def server_idle(args) -> float:
+    """The RSS (MB) of a fresh ``streamdec serve`` on the model once it listens."""
+    cmd = [sys.executable, "-m", "streamdec", "serve", "--port", "0"]
+    if args.model_dir:
+        cmd += ["--model", str(args.model_dir)]
+    proc = subprocess.Popen(cmd, cwd=HERE.parent, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if '"event": "listening"' in line:
+                break
+        else:
+            raise RuntimeError(f"{' '.join(cmd)}: exited ({proc.wait()}) before listening")
+        time.sleep(1)
+        with open(f"/proc/{proc.pid}/status") as f:
+            return next(int(x.split()[1]) / 1024 for x in f if x.startswith("VmRSS:"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def measure(args) -> dict:
@@ -89,10 +118,15 @@ def measure(args) -> dict:
             "workers": got[0]["workers"], "max_batch": got[0]["max_batch"]}
     names = list(out["arena on"]["rss_mb"])
     print_table(["step", *out], [[n, *(v["rss_mb"][n] for v in out.values())] for n in names])
+    served = [server_idle(args) for _ in range(args.runs)]
+    print(f"streamdec serve, idle: {statistics.median(served):.1f} MB (median of {args.runs})")
     model = (model_report(model_files(args), args.int8) if args.model_dir
              else {"model": "built-in"})
     return {"setup": {"benchmark": "idle_memory", "runs": args.runs, "model": model},
-            "rss_after_each_step": out, "machine": machine(load_before)}
+            "rss_after_each_step": out,
+            "server_idle_rss_mb": {"median": round(statistics.median(served), 1),
+                                   "runs": [round(x, 1) for x in served]},
+            "machine": machine(load_before)}
 
 
 def parser() -> argparse.ArgumentParser:
