@@ -34,9 +34,10 @@ their top): what loading a model (its graph parsed and rewritten by ``onnx``) an
 warm-up's batches (``Engine.warm_up``: states and features of ``workers`` x ``max_batch``
 streams, freed between thousands of small blocks still in use) left free. The server calls
 it once warmed up, before any client: with k2-fsa's 3.3 M zipformer2 (run one stream at a
-time) the warmed-up process held 265 MB, 70 MB of them free in holes that the automatic
-trim (the top of a heap only) never reaches; 195 MB after it
-(bench/results/2026-12-07-real-model/idle-memory.json). Load brings the working set back.
+time) the warmed-up process held 266 MB, 98 MB of them free (once the loop has dropped the
+warm-up's results) in holes that the automatic trim (the top of a heap only) never
+reaches; 169 MB after it (bench/results/2026-12-07-real-model/idle-memory.json). Load
+brings the working set back.
 
 A parameter whose glibc environment variable is set (``MALLOC_TRIM_THRESHOLD_``,
 ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``MALLOC_ARENA_MAX``), or any when

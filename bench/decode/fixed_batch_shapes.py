@@ -68,7 +68,8 @@ def measure(args) -> dict:
             nodes.append({"name": node.name, "op": node.op_type, "input_shape": source,
                           "target": target, "kind": _kind(source, target)})
     counts = collections.Counter((n["op"], n["kind"]) for n in nodes)
-    print_table(["op", "kind", "nodes"], [[op, kind, c] for (op, kind), c in sorted(counts.items())])
+    print_table(["op", "kind", "nodes"],
+                [[op, kind, c] for (op, kind), c in sorted(counts.items())])
     return {"setup": {"benchmark": "fixed_batch_shapes",
                       "model": model_report(files, args.int8),
                       "inputs": {i.name: shapes.get(i.name) for i in graph.input[:3]}},

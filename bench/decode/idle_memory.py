@@ -8,10 +8,9 @@ that reads ``/proc/self/status`` after each step: Python alone; numpy and onnxru
 imported (the floor of any Python process running ONNX Runtime); the server's imports;
 ``onnx`` imported (the graph rewrites at load need it); the model loaded (``Recognizer``);
 ``allocator.trim()``; the engine warmed up as the server does it (``Engine.warm_up``:
-``workers`` batches of ``max_batch`` silent streams at once); ``allocator.trim()`` again
-(what the server does once warmed up, before any client); the engine stopped (its decode
-threads end, and what they held is freed) and ``allocator.trim()``: the memory the live
-decode threads hold. The two arena settings are
+``workers`` batches of ``max_batch`` silent streams at once); ``allocator.trim()`` again,
+after one turn of the loop (what the server does once warmed up, before any client); the
+engine stopped (its decode threads end) and ``allocator.trim()``. The two arena settings are
 alternated, ``--runs`` each; medians. Without ``--model-dir``: the built-in model.
 
 ``server_idle_rss_mb``: the RSS of ``python -m streamdec serve --model DIR --port 0`` (the
@@ -63,12 +62,13 @@ async def warm():
     engine.start()
     await engine.warm_up()
     steps.append(("warmed up", rss()))
-    allocator.trim()  # as the server does, its decode threads alive
+    await asyncio.sleep(0)  # as the server does (ServerContext.warm_up), its decode threads
+    allocator.trim()        # alive
     steps.append(("trim (the server, before any client)", rss()))
     sizes = (engine.workers, engine.max_batch)
     await engine.stop()
     allocator.trim()
-    steps.append(("decode threads ended, trim", rss()))
+    steps.append(("engine stopped, trim", rss()))
     return sizes
 sizes = asyncio.run(warm())
 print(json.dumps({"steps": steps, "workers": sizes[0], "max_batch": sizes[1]}))
