@@ -29,10 +29,20 @@ of load: 6 MB once in a 10-minute soak at 200 streams) goes back to the system i
 being kept for good (the threshold was 64 MiB before 2026-12-04:
 bench/results/2026-12-04-memory-growth).
 
+``trim()`` hands back to the system, once, the free memory inside the heaps (not only at
+their top): what loading a model (its graph parsed and rewritten by ``onnx``) and the
+warm-up's batches (``Engine.warm_up``: states and features of ``workers`` x ``max_batch``
+streams, freed between thousands of small blocks still in use) left free. The server calls
+it once warmed up, before any client: with k2-fsa's 3.3 M zipformer2 (run one stream at a
+time) the warmed-up process held 266 MB, 98 MB of them free (once the loop has dropped the
+warm-up's results) in holes that the automatic trim (the top of a heap only) never
+reaches; 169 MB after it (bench/results/2026-12-07-real-model/idle-memory.json). Load
+brings the working set back.
+
 A parameter whose glibc environment variable is set (``MALLOC_TRIM_THRESHOLD_``,
 ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``MALLOC_ARENA_MAX``), or any when
 ``GLIBC_TUNABLES`` names ``glibc.malloc``, is left as the user set it;
-``STREAMDEC_MALLOC=default`` leaves all of them. Elsewhere (musl,
+``STREAMDEC_MALLOC=default`` leaves all of them (and ``trim()`` does nothing). Elsewhere (musl,
 macOS, Windows) it does nothing.
 """
 
@@ -44,7 +54,7 @@ import os
 import sys
 from typing import Mapping
 
-__all__ = ["configure", "wanted", "SETTINGS"]
+__all__ = ["configure", "trim", "wanted", "SETTINGS"]
 
 # glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -95,3 +105,14 @@ def configure() -> dict[str, int]:
             if libc.mallopt(ctypes.c_int(param), ctypes.c_int(value)) == 1:
                 _applied[name] = value
     return _applied
+
+
+def trim() -> bool:
+    """``malloc_trim(0)``: give the heaps' free pages back to the system (glibc; nothing
+    elsewhere or with ``STREAMDEC_MALLOC=default``). True when memory was handed back.
+    Costs a walk over the heaps (a few ms): call it after a one-off burst (the model's
+    load, the warm-up), never per decode."""
+    if os.environ.get("STREAMDEC_MALLOC", "") == "default":
+        return False
+    libc = _libc()
+    return libc is not None and libc.malloc_trim(ctypes.c_size_t(0)) == 1
