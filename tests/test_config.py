@@ -24,7 +24,7 @@ def _setting(app, table: str, key: str):
 
 
 @pytest.mark.parametrize("name, keys", [("accurate", 8), ("default", 52), ("low-latency", 5),
-                                        ("telephony", 5), ("two-pass", 16)])
+                                        ("telephony", 5), ("two-pass", 18)])
 def test_shipped_configs_set_what_they_write(name, keys):
     """Every key of each built-in file lands in the loaded config with the file's value
     (the engine's keys of [server] in ``server.engine``; the endpoint rules as rules)."""

@@ -58,8 +58,7 @@ async def _request(body: bytes):
     if form is None:
         return None
     try:
-        upload, fmt, endpoint, level = read_form(form, EndpointConfig(), EndpointLimits(),
-                                                 "full")
+        upload, *_ = read_form(form, EndpointConfig(), EndpointLimits(), "full")
         return await upload.read()
     finally:
         await form.close()
