@@ -41,13 +41,14 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from ..audio.pcm import sample_size
 from ..core.endpoint import EndpointConfig
 from ..core.results import Result, Word
 from ..errors import ClientError, ConfigError, OptionError
 from ..search.config import SearchConfig, with_beam_search
 from . import jsontext
 from .endpointing import EndpointLimits, endpoint_config
-from .options import StreamOptions, int_option, validate_rate
+from .options import StreamOptions, int_option, one_value, validate_rate
 from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Retune, Send
 
 __all__ = ["AssemblyAISettings", "parse_assemblyai_query", "AssemblyAISession",
@@ -86,7 +87,6 @@ ERROR_CODES = {"bad_json": 3006, "bad_message": 3006, "bad_config": 3006,
                "unsupported": 3006, "bad_audio": 3007, "too_big": 3007, "too_long": 3008,
                "idle_timeout": 4031, "decode_failed": 3005}
 UPDATE_NOT_APPLIED = 3006  # the ``warning_code`` of an update that is not applied
-_SAMPLE_BYTES = {"s16le": 2, "mulaw": 1}
 _MAX_REASON_BYTES = 123  # a close frame's reason (RFC 6455 section 5.5)
 
 
@@ -97,13 +97,6 @@ class AssemblyAISettings:
     expires_in: float = 4 * 3600.0  # seconds from the start to ``Begin``'s expires_at
     endpoint: EndpointConfig = EndpointConfig()  # the server's rules, which updates change
     endpoint_limits: EndpointLimits = EndpointLimits()  # within the server's bounds
-
-
-def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = query.get(name) or []
-    if len(values) > 1:
-        raise OptionError(f"{name} given {len(values)} times")
-    return values[0] if values else None
 
 
 def _boolean(name: str, value) -> bool:
@@ -141,8 +134,8 @@ def _keyterms(value) -> tuple[str, ...]:
 
 
 def _language(query: Mapping[str, Sequence[str]]) -> None:
-    code = _one(query, "language_code")
-    codes = _one(query, "language_codes")
+    code = one_value(query, "language_code")
+    codes = one_value(query, "language_codes")
     given = ([code] if code is not None else []) + (
         _text_list("language_codes", codes) if codes is not None else [])
     for language in given:
@@ -183,25 +176,25 @@ def parse_assemblyai_query(query: Mapping[str, Sequence[str]], *, search: Search
     if unknown:
         raise OptionError(f"unknown query parameter {unknown[0]!r}")
     for name in KNOWN:
-        _one(query, name)  # each at most once
+        one_value(query, name)  # each at most once
     for name in REFUSED:
-        value = _one(query, name)
+        value = one_value(query, name)
         if value is not None and value.lower() not in ("false", "", "[]", "null"):
             raise OptionError(f"{name} is not supported by this server")
-    encoding = _one(query, "encoding") or "pcm_s16le"
+    encoding = one_value(query, "encoding") or "pcm_s16le"
     if encoding not in ENCODINGS:
         raise OptionError(f"unsupported encoding {encoding!r}: supported "
                           f"{', '.join(ENCODINGS)} (raw audio)")
-    rate = _one(query, "sample_rate")
+    rate = one_value(query, "sample_rate")
     if rate is None:
         raise OptionError("sample_rate is required")
     sample_rate = validate_rate(int_option("sample_rate", rate, 1, 10**7))
     _language(query)
-    formatting = _one(query, "format_turns")
-    terms = _one(query, "keyterms_prompt")
+    formatting = one_value(query, "format_turns")
+    terms = one_value(query, "keyterms_prompt")
     hotwords = _keyterms(terms) if terms is not None else ()
     chosen = with_beam_search(search) if hotwords else search
-    silence = _one(query, "max_turn_silence")
+    silence = one_value(query, "max_turn_silence")
     rules = None if silence is None else _silence(
         silence, endpoint or EndpointConfig(), endpoint_limits or EndpointLimits())
     return StreamOptions(sample_rate, ENCODINGS[encoding], 1,
@@ -275,7 +268,7 @@ class AssemblyAISession:
     @property
     def audio_seconds(self) -> float:
         """Seconds of audio received so far."""
-        return self.fed_bytes // _SAMPLE_BYTES[self.options.encoding] / self.options.sample_rate
+        return self.fed_bytes // sample_size(self.options.encoding) / self.options.sample_rate
 
     def opening(self) -> list[Command]:
         """What the session sends first: ``Begin``."""

@@ -52,7 +52,7 @@ from ..errors import ClientError, ConfigError, OptionError
 from ..search.config import SearchConfig, with_beam_search
 from . import jsontext
 from .endpointing import EndpointLimits
-from .options import MAX_CHANNELS, StreamOptions, int_option, validate_rate
+from .options import MAX_CHANNELS, StreamOptions, int_option, one_value, validate_rate
 from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
 
 __all__ = ["DeepgramSettings", "parse_deepgram_query", "DeepgramSession", "deepgram_parser",
@@ -88,15 +88,8 @@ class DeepgramSettings:
     model: str = "streamdec"
 
 
-def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = query.get(name) or []
-    if len(values) > 1:
-        raise OptionError(f"{name} given {len(values)} times")
-    return values[0] if values else None
-
-
 def _boolean(query: Mapping[str, Sequence[str]], name: str) -> bool | None:
-    value = _one(query, name)
+    value = one_value(query, name)
     if value is None:
         return None
     if value.lower() not in ("true", "false"):
@@ -157,27 +150,27 @@ def parse_deepgram_query(query: Mapping[str, Sequence[str]], *, search: SearchCo
     if unknown:
         raise OptionError(f"unknown query parameter {unknown[0]!r}")
     for name in REFUSED:
-        value = _one(query, name)
+        value = one_value(query, name)
         if value is not None and value.lower() not in ("false", ""):
             raise OptionError(f"{name} is not supported by this server")
-    encoding = _one(query, "encoding")
+    encoding = one_value(query, "encoding")
     if encoding is None:
         raise OptionError("encoding is required: this server reads raw audio only "
                           f"({', '.join(ENCODINGS)}), not containers")
     if encoding not in ENCODINGS:
         raise OptionError(f"unsupported encoding {encoding!r}: supported "
                           f"{', '.join(ENCODINGS)}")
-    rate = _one(query, "sample_rate")
+    rate = one_value(query, "sample_rate")
     if rate is None:
         raise OptionError("sample_rate is required with encoding")
     sample_rate = validate_rate(int_option("sample_rate", rate, 1, 10**7))
-    channels = _one(query, "channels")
+    channels = one_value(query, "channels")
     channels = 1 if channels is None else int_option("channels", channels, 1, MAX_CHANNELS)
     multichannel = _boolean(query, "multichannel")
     if channels > 1 and not multichannel:
         raise OptionError("channels > 1 needs multichannel=true (mixing channels down is "
                           "not supported)")
-    language = _one(query, "language")
+    language = one_value(query, "language")
     if language is not None and language not in LANGUAGES:
         raise OptionError(f"language {language!r} is not supported: one of "
                           f"{', '.join(LANGUAGES)}")
@@ -187,20 +180,20 @@ def parse_deepgram_query(query: Mapping[str, Sequence[str]], *, search: SearchCo
     hotwords = _hotwords(query)
     chosen = with_beam_search(search) if hotwords else search
     try:
-        rules = _endpoint(_one(query, "endpointing"), endpoint or EndpointConfig(),
+        rules = _endpoint(one_value(query, "endpointing"), endpoint or EndpointConfig(),
                           endpoint_limits or EndpointLimits())
     except ConfigError as e:
         raise OptionError(f"endpointing: {e}") from None
     options = StreamOptions(sample_rate, ENCODINGS[encoding], channels,
                             chosen if chosen is not search else None, hotwords,
                             endpoint=rules, text_format=text_format)
-    end_ms = _one(query, "utterance_end_ms")
+    end_ms = one_value(query, "utterance_end_ms")
     settings = DeepgramSettings(
         interim_results=bool(_boolean(query, "interim_results")),
         vad_events=bool(_boolean(query, "vad_events")),
         utterance_end_ms=None if end_ms is None else int_option(
             "utterance_end_ms", end_ms, MIN_UTTERANCE_END_MS, MAX_UTTERANCE_END_MS),
-        model=_one(query, "model") or "streamdec")
+        model=one_value(query, "model") or "streamdec")
     return options, settings
 
 

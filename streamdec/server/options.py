@@ -51,7 +51,7 @@ from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
 
 __all__ = ["StreamOptions", "OptionError", "parse_options", "validate_rate", "MIN_RATE",
-           "MAX_RATE", "MAX_CHANNELS", "KNOWN"]
+           "MAX_RATE", "MAX_CHANNELS", "KNOWN", "one_value", "int_option"]
 
 MIN_RATE, MAX_RATE = 8000, 96000
 MAX_CHANNELS = 2
@@ -117,7 +117,8 @@ class StreamOptions:
                        search=search if search is not default else self.search)
 
 
-def _one(query: Mapping[str, Sequence[str]], name: str) -> str | None:
+def one_value(query: Mapping[str, Sequence[str]], name: str) -> str | None:
+    """The query's one value of ``name`` (None: absent; OptionError: given twice or more)."""
     values = query.get(name) or []
     if len(values) > 1:
         raise OptionError(f"{name} given {len(values)} times")
@@ -159,24 +160,24 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
     message = unknown_names(query, KNOWN, "option")
     if message:
         raise OptionError(message)
-    rate = _one(query, "sample_rate")
+    rate = one_value(query, "sample_rate")
     if rate is not None:
         sample_rate = int_option("sample_rate", rate, 1, 10**7)
     validate_rate(sample_rate)
-    enc = _one(query, "encoding")
+    enc = one_value(query, "encoding")
     if enc is not None:
         if enc not in ENCODINGS:
             raise OptionError(f"unsupported encoding {enc!r}: supported {', '.join(ENCODINGS)}")
         encoding = enc
-    channels = _one(query, "channels")
+    channels = one_value(query, "channels")
     channels = 1 if channels is None else int_option("channels", channels, 1, MAX_CHANNELS)
     chosen = search
-    method = _one(query, "search")
+    method = one_value(query, "search")
     if method is not None:
         if method not in SEARCH_METHODS:
             raise OptionError(f"unknown search {method!r}: one of {', '.join(SEARCH_METHODS)}")
         chosen = with_method(chosen, method)  # greedy over a words default: plain greedy
-    beam = _one(query, "beam")
+    beam = one_value(query, "beam")
     if beam is not None:
         chosen = replace(chosen, beam=int_option("beam", beam, 1, MAX_BEAM))
     changed = method is not None or beam is not None
@@ -186,7 +187,7 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         _require_beam_search(chosen.method, "beam needs")
     if hotwords:
         _require_beam_search(chosen.method, "hotwords need")
-    text_format = _one(query, "text_format")
+    text_format = one_value(query, "text_format")
     if text_format is not None:
         try:
             check_text_format(text_format)
@@ -201,19 +202,19 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
         if method is not None:  # the server's greedy default is switched (with_phrases)
             _require_beam_search(method, "phrases (grammar mode) need")
         options = options.with_phrases(phrases, search)
-    redact = _one(query, "redact")
+    redact = one_value(query, "redact")
     if redact is not None:
         try:
             options = replace(options, redact=parse_kinds(redact))
         except ConfigError as e:
             raise OptionError(str(e)) from None
-    vad = _one(query, "vad")
+    vad = one_value(query, "vad")
     if vad is not None:
         if vad not in ("true", "false"):
             raise OptionError(f"vad must be true or false, got {vad!r}")
         options = replace(options, vad=vad == "true")
     for name in ("second_pass", "local_agreement"):
-        value = _one(query, name)
+        value = one_value(query, name)
         if value is not None:
             if value not in ("true", "false"):
                 raise OptionError(f"{name} must be true or false, got {value!r}")
@@ -228,7 +229,7 @@ def parse_options(query: Mapping[str, Sequence[str]], *, sample_rate: int, encod
 def _endpoint(query: Mapping[str, Sequence[str]], base: EndpointConfig,
               limits: EndpointLimits) -> EndpointConfig | None:
     """The connection's endpoint rules when the query sets any (None: the server's)."""
-    values = {key: _one(query, key) for key in ENDPOINT_KEYS if key in query}
+    values = {key: one_value(query, key) for key in ENDPOINT_KEYS if key in query}
     if not values:
         return None
     try:
