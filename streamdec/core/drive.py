@@ -41,9 +41,10 @@ def pop_events(recognizer: Recognizer, stream: Stream) -> list[Event]:
         return events
     out = []
     for e in events:
-        if not isinstance(e, Result):
-            pass
-        elif second.applies(e):
+        if not isinstance(e, Result):  # a keyword event: neither pass applies to it
+            out.append(e)
+            continue
+        if second.applies(e):
             e = second.run(e, second.clip(stream.kept, e), stream.search.config.nbest)
         elif not e.is_final and stream.agreement is not None:
             e = _refreshed(recognizer, stream, e)
