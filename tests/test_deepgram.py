@@ -27,6 +27,7 @@ import soxr
 import websockets
 
 from server_utils import REPO, UNIT, run, sherpa_client, token_server
+from shared_data import REAL_EN
 from streamdec.audio.pcm import decode_pcm
 
 from deepgram import DeepgramClient
@@ -38,7 +39,7 @@ sys.path.insert(0, str(REPO / "clients"))
 from call_common import mulaw_encode  # noqa: E402  (G.711 as the telephony clients send it)
 
 KEY = "dg-test-key"
-SPEECH = REPO.parent / "shared/data/real-en/mini_librispeech_train_clean_5"
+SPEECH = REAL_EN / "mini_librispeech_train_clean_5"
 CLIPS = ("audio/LibriSpeech/train-clean-5/1088/134315/1088-134315-0002.opus",
          "audio/LibriSpeech/train-clean-5/1088/134315/1088-134315-0000.opus")
 RATE = 16000

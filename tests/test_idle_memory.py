@@ -7,16 +7,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from server_utils import ServerProcess
+from shared_data import REAL_MODEL
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 
-REPO = Path(__file__).resolve().parents[1]
-MODEL = REPO.parent / "shared" / "models" / "kws-zipformer-gigaspeech-3.3M-mobile"
+MODEL = REAL_MODEL
 #: the idle server's RSS on this model (2026-12-07): 273-276 MB without the trim, 173-178 MB
 #: with it (196-208 MB when the trim ran before the loop dropped the warm-up's results)
 IDLE_BOUND_MB = 195

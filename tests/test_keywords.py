@@ -27,6 +27,7 @@ import pytest
 import soundfile as sf
 
 from decode_utils import decode_in_pieces, decode_together, key
+from shared_data import REAL_EN, REAL_MODEL
 from streamdec import ModelConfig, Recognizer, RecognizerConfig
 from streamdec.core.results import KeywordEvent
 from streamdec.errors import ConfigError, TokenizeError
@@ -35,8 +36,8 @@ from streamdec.search.keyword_graph import (MAX_KEYWORDS, Keyword, KeywordGraph,
 from streamdec.search.keywords import KeywordConfig
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = REPO.parent / "shared" / "models" / "kws-zipformer-gigaspeech-3.3M-mobile"
-DATA = REPO.parent / "shared" / "data" / "real-en"
+MODEL = REAL_MODEL
+DATA = REAL_EN
 ENCODER = "encoder-epoch-12-avg-2-chunk-16-left-64.int8.onnx"
 DECODER = "decoder-epoch-12-avg-2-chunk-16-left-64.onnx"
 JOINER = "joiner-epoch-12-avg-2-chunk-16-left-64.onnx"

@@ -26,6 +26,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from decode_utils import decode_in_pieces, finals, key, sherpa_result
+from shared_data import REAL_MODEL
 from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig
 from streamdec.cli.models import rewrite_sums
 from streamdec.models.config import BUILTIN_MODEL_DIR
@@ -39,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from bench.accuracy.realvoice import real_dev_set  # noqa: E402
 from bench.common.devset import error_rates, transcribe  # noqa: E402
 
-MODEL = REPO.parent / "shared" / "models" / "kws-zipformer-gigaspeech-3.3M-mobile"
+MODEL = REAL_MODEL
 ENCODER = "encoder-epoch-12-avg-2-chunk-16-left-64.int8.onnx"
 DECODER = "decoder-epoch-12-avg-2-chunk-16-left-64.onnx"
 JOINER = "joiner-epoch-12-avg-2-chunk-16-left-64.onnx"
