@@ -261,3 +261,82 @@ def test_a_bad_line_in_the_servers_list_refuses_the_start_naming_it():
     assert done.returncode == 2, done.stderr
     assert ("server.call_keywords line 2: threshold must be a probability in (0, 1], "
             "got 2") in done.stderr
+
+
+# -- a crash, and the webhook without the store -------------------------------------------------
+def test_sigkill_after_a_keyword_was_sent_loses_it_not(call, tmp_path):
+    """The server is killed (SIGKILL) as soon as the subscriber has the first keyword, the
+    call still streaming: the server started again on the same store has it, the call
+    ``cut``."""
+    import signal
+
+    from twilio_replay import twilio_messages
+
+    path, spans = call
+    pcm = sf.read(path, dtype="int16")[0]
+    messages = [m for _, m in twilio_messages(pcm, "CA-kill", "MZ1",
+                                              custom={"keywords": "COMPUTER/JARVIS"})]
+    store = f"sqlite:///{tmp_path}/killed.sqlite3"
+    env = {"STREAMDEC_CALL_TEXT_FORMAT": "raw"}
+    s = ServerProcess("--model", str(REAL_MODEL), "--store", store, env=env)
+
+    async def main():
+        heard = []
+        async with websockets.connect(s.url("/calls/CA-kill")) as sub:
+            ws = await websockets.connect(s.url("/twilio"))
+            for m in messages[:len(messages) // 2]:  # JARVIS, not COMPUTER yet; no stop
+                await ws.send(json.dumps(m))
+            async for text in sub:
+                heard.append(json.loads(text))
+                if heard[-1]["type"] == "keyword":
+                    s.proc.send_signal(signal.SIGKILL)
+                    break
+        return heard
+
+    try:
+        heard = keywords_of(run(asyncio.wait_for(main(), 60 * UNIT)))
+    finally:
+        s.stop(signal.SIGKILL)
+    check_heard(heard, spans, "CA-kill", HEARD[:1])
+    again = ServerProcess("--model", str(REAL_MODEL), "--store", store, env=env)
+    try:
+        transcript = stored(again, "CA-kill")
+    finally:
+        assert again.stop() == 0
+    assert transcript["status"] == "cut"
+    fields = ("leg", "channel", "keyword", "start_time", "end_time", "score", "tokens")
+    assert [{k: row[k] for k in fields} for row in transcript["keywords"]] == [
+        {k: heard[0][k] for k in fields}]
+
+
+def test_with_the_store_off_the_webhook_queue_posts_keywords_too(hook):
+    """The hub's webhook (the store off): a call's keyword messages are posted as its
+    finals with text are; partials and empty finals are not."""
+    from streamdec.core.results import KeywordEvent
+    from streamdec.server.call_events import call_message, keyword_message
+    from streamdec.server.config import ServerConfig
+    from streamdec.server.subscribers import CallHub
+
+    event = KeywordEvent("JARVIS", 0.8, 1.28, 0.583912, ("\u2581JA", "R", "VI", "S"))
+    keyword = keyword_message("CA-mem", "twilio", "outbound", 1, event)
+    assert keyword == {"type": "keyword", "call_id": "CA-mem", "protocol": "twilio",
+                       "leg": "outbound", "channel": 1, "keyword": "JARVIS",
+                       "start_time": 0.8, "end_time": 1.28, "score": 0.5839,
+                       "tokens": ["\u2581JA", "R", "VI", "S"]}
+    partial = call_message("result", "CA-mem", text="JAR", is_final=False)
+    empty = call_message("result", "CA-mem", text="", is_final=True)
+    final = call_message("result", "CA-mem", text="JARVIS", is_final=True)
+
+    async def main():
+        hub = CallHub(ServerConfig(webhook_url=hook.url, webhook_backoff_seconds=0.1))
+        hub.begin("CA-mem", call_message("call_start", "CA-mem"))
+        for message in (partial, keyword, empty, final):
+            hub.publish("CA-mem", message)
+        hub.end("CA-mem", call_message("call_end", "CA-mem", reason="stop"))
+        deadline = time.monotonic() + 10 * UNIT
+        while hub.webhook.queued and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await hub.close()
+
+    run(main())
+    assert [b for b in hook.received if b["call_id"] == "CA-mem"] == [keyword, final]

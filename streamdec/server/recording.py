@@ -1,7 +1,7 @@
 """What the server writes to the transcript store (``streamdec.records``): a session's
 record when a stream or a call's connection starts, each final with text and each keyword
-heard on a call before anyone is sent it, the session's end. One home for these rules; ``Connection`` (streams) and
-``CallSession`` (calls) call them.
+heard on a call before anyone is sent it, the session's end. One home for these rules;
+``Connection`` (streams) and ``CallSession`` (calls) call them.
 
 A session's status at its end: ``failed`` when it ended with an error, ``cut`` when the
 server shut down under it (a drain: the platform did not end the call), else ``ended``.

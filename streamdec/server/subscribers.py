@@ -16,8 +16,8 @@ and events so far (the backlog: at most the last ``subscriber_queue // 2`` of th
 partials are not kept), then everything live. Several
 sessions may share a call id (e.g. one Twilio ``<Stream>`` per track): the call ends for
 its subscribers when the last one ends. Finals with text and keywords heard also go to the
-webhook, if one is configured and the transcript store is off (``webhook.Webhook``; with the store on, the
-store's outbox posts them: ``streamdec.records.delivery``).
+webhook, if one is configured and the transcript store is off (``webhook.Webhook``; with the
+store on, the store's outbox posts them: ``streamdec.records.delivery``).
 
 Several worker processes (``serve --workers N``): a call and its subscribers may sit on
 different workers (the kernel spreads connections). Each hub then has ``links`` to the
