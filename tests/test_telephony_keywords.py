@@ -332,6 +332,10 @@ def test_with_the_store_off_the_webhook_queue_posts_keywords_too(hook):
         hub.begin("CA-mem", call_message("call_start", "CA-mem"))
         for message in (partial, keyword, empty, final):
             hub.publish("CA-mem", message)
+        late = hub.subscribe("CA-mem")  # joins now: the backlog, keywords kept
+        assert [m["type"] for m in late.take()] == ["call_start", "keyword", "result",
+                                                    "result"]
+        hub.unsubscribe(late)
         hub.end("CA-mem", call_message("call_end", "CA-mem", reason="stop"))
         deadline = time.monotonic() + 10 * UNIT
         while hub.webhook.queued and time.monotonic() < deadline:
@@ -340,3 +344,35 @@ def test_with_the_store_off_the_webhook_queue_posts_keywords_too(hook):
 
     run(main())
     assert [b for b in hook.received if b["call_id"] == "CA-mem"] == [keyword, final]
+
+
+@pytest.mark.parametrize("layer, want", [
+    (("customParameters", {"keywords": "COMPUTER/JARVIS #0.4"}, True),
+     ("COMPUTER", "JARVIS #0.4")),
+    (("metadata", {"keywords": "COMPUTER"}, False), ("COMPUTER",)),
+    (("metadata", {"keywords": ["COMPUTER", "JARVIS #0.4"]}, False),
+     ("COMPUTER", "JARVIS #0.4")),
+    (("URL", {"keywords": ["COMPUTER"]}, True),
+     "URL: keywords must be text (keyword lines with / between them), got ['COMPUTER']"),
+    (("metadata", {"keywords": 7}, False), "metadata: keywords must be text (keyword lines "
+                                            "with / between them) or a list of strings, got 7"),
+    (("metadata", {"keywords": " / "}, False), "metadata: keywords: no keyword given"),
+], ids=["text", "json-text", "json-list", "text-list", "json-number", "empty"])
+def test_a_calls_keywords_setting_is_text_or_a_json_list(layer, want):
+    """The ``keywords`` setting as each source gives it (the lines are checked against the
+    model when the call starts, above)."""
+    from streamdec.core.endpoint import EndpointConfig
+    from streamdec.errors import ClientError
+    from streamdec.server.call_settings import SettingsLayer, call_settings
+    from streamdec.server.endpointing import EndpointLimits
+
+    where, values, text = layer
+    layers = [SettingsLayer(where, values, text)]
+    limits = EndpointLimits(max_silence=30.0, max_utterance=600.0)
+    if isinstance(want, str):
+        with pytest.raises(ClientError) as e:
+            call_settings(layers, EndpointConfig(), limits)
+        assert (e.value.kind, str(e.value)) == ("bad_config", want)
+    else:
+        settings = call_settings(layers, EndpointConfig(), limits)
+        assert (settings.keywords, settings.keywords_from) == (want, where)
