@@ -163,6 +163,10 @@ def test_a_calls_keywords_reach_its_subscriber_the_store_and_the_webhook(server,
     heard = keywords_of(out)
     check_heard(heard, spans, "CA-kw")
     assert out[-1] == {"type": "call_end", "call_id": "CA-kw", "reason": "stop"}
+    for m in heard:  # before the results of the chunk it ended in, on its leg
+        after = next(r for r in out[out.index(m):] if r["type"] == "result"
+                     and r["leg"] == m["leg"])
+        assert after["end_time"] >= m["end_time"] and not after["is_final"], (m, after)
     # stored before it was sent: in the store as the subscriber got it
     transcript = stored(server, "CA-kw")
     same_as_stored(heard, transcript)
@@ -376,3 +380,22 @@ def test_a_calls_keywords_setting_is_text_or_a_json_list(layer, want):
     else:
         settings = call_settings(layers, EndpointConfig(), limits)
         assert (settings.keywords, settings.keywords_from) == (want, where)
+
+
+def test_the_servers_list_from_a_config_file_or_the_environment():
+    """``[server] call_keywords``: a TOML list of lines, or one string with ``/`` between
+    them (``STREAMDEC_CALL_KEYWORDS``); none by default; anything else refused."""
+    from streamdec.appconfig import parse_config
+    from streamdec.errors import ConfigError
+    from streamdec.server.config import ServerConfig, env_overrides
+
+    lines = ["SUPERVISOR", "CANCEL MY ACCOUNT #0.3"]
+    assert ServerConfig().call_keywords == ()
+    assert parse_config({"server": {"call_keywords": lines}}).server.call_keywords == tuple(
+        lines)
+    changes = env_overrides({"STREAMDEC_CALL_KEYWORDS": "SUPERVISOR/CANCEL MY ACCOUNT #0.3"})
+    assert ServerConfig().updated(changes).call_keywords == tuple(lines)
+    with pytest.raises(ConfigError) as e:
+        parse_config({"server": {"call_keywords": ["SUPERVISOR", 7]}})
+    assert "server.call_keywords must be a list of keyword lines (text), got " \
+           "['SUPERVISOR', 7]" in str(e.value)
