@@ -116,9 +116,9 @@ class ServerConfig:
     # keywords spotted on every leg of every call, beside its transcript: keyword lines as
     # in a keywords file (``streamdec.search.keyword_graph``: units or phrases, with
     # ``:boost #threshold @text``): a list in the config file, or one string with ``/``
-    # between them (an environment variable); checked against the model when the server starts (a
-    # bad line: it does not start, naming the line); a call may add its own (``keywords``,
-    # ``call_settings``); empty: none
+    # between them (an environment variable); checked against the model when the server
+    # starts (a bad line: it does not start, naming the line); a call may add its own
+    # (``keywords``, ``call_settings``); empty: none
     call_keywords: tuple[str, ...] = ()
     # the event loop each server process runs: uvloop (libuv: less CPU per WebSocket
     # message), asyncio (the standard library's), auto (uvloop where it is installed)
