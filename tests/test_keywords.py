@@ -370,13 +370,14 @@ def test_transcribe_refuses_a_bad_keyword_list_before_decoding(value, message):
 
 # -- the server ----------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_the_sherpa_onnx_protocol_carries_keyword_events(rec):
+def test_the_sherpa_onnx_protocol_and_the_upload_carry_keyword_events(rec, tmp_path):
     """``streamdec serve --model DIR`` on a real port: ``keywords=`` on the sherpa-onnx
     protocol gives each keyword heard as a message of its own, before the final of its
     utterance, repeating the open segment's fields, the keywords and times the Python API
     gives; the results are those of a connection without keywords. Bad lists, and
     keywords on the Vosk protocol (which cannot carry them), are refused at the handshake
-    with the reason."""
+    with the reason. The OpenAI-style upload's ``keywords`` field lists the same keywords
+    in ``verbose_json``; a bad list, or keywords with another format, is a 400."""
     from urllib.parse import quote
 
     import websockets
@@ -424,6 +425,32 @@ def test_the_sherpa_onnx_protocol_carries_keyword_events(rec):
             run(connect(server.url("/?keywords=ALEXA", port=server.ports[1])))
         assert e.value.response.status_code == 400
         assert "the vosk protocol cannot carry keyword events" in e.value.response.body.decode()
+        # the OpenAI-style upload, through OpenAI's SDK: verbose_json's ``keywords``
+        from openai import BadRequestError, OpenAI
+
+        client = OpenAI(api_key="unused", base_url=server.http("/v1"), max_retries=0)
+        upload = tmp_path / "two.wav"
+        sf.write(upload, audio, 16000, subtype="FLOAT")
+
+        def transcribe(fmt="verbose_json", **extra):
+            with open(upload, "rb") as f:
+                return client.audio.transcriptions.create(
+                    model="whisper-1", file=f, response_format=fmt, extra_body=extra)
+
+        got = transcribe(keywords="ALEXA/JARVIS #0.3 @jarvis/SNOWBOY").to_dict()
+        assert got["keywords"] == [
+            {"keyword": e.keyword, "start": round(e.start_time, 3), "end": round(e.end_time, 3),
+             "score": round(e.score, 4), "tokens": list(e.tokens)} for e in api]
+        assert "keywords" not in transcribe().to_dict()
+        for extra, message in (
+                ({"keywords": "ALEXA/\u2581NOPEX"},
+                 "keywords line 2: '\u2581NOPEX' not in the model's tokens.txt"),
+                ({"keywords": "/"}, "keywords: no keyword given"),
+                ({"keywords": "ALEXA", "fmt": "json"}, "keywords: the keywords heard are "
+                 "listed in response_format verbose_json, got 'json'")):
+            with pytest.raises(BadRequestError) as e:
+                transcribe(**extra)
+            assert e.value.body == {"message": message, "type": "bad_request"}, extra
     finally:
         assert server.stop() == 0
 

@@ -107,8 +107,8 @@ def _read(body: bytes, boundary: str):
         if form is None:
             return None
         try:
-            upload, fmt, endpoint, level, _ = read_form(form, EndpointConfig(),
-                                                        EndpointLimits(), "full")
+            upload, fmt, endpoint, level, *_ = read_form(form, EndpointConfig(),
+                                                         EndpointLimits(), "full")
             return await upload.read(), fmt, endpoint, level
         finally:
             await form.close()

@@ -6,6 +6,9 @@ in a temporary folder) and a real PostgreSQL server from Debian's package, start
   a store of a newer version is refused with ``StoreError``;
 - a session and its finals read back exactly (texts, words with times and confidences,
   formatted text), and a final written twice is stored once;
+- keywords heard read back exactly, in time order, a keyword written twice is stored once,
+  a store of version 2 keeps its rows when it is migrated to keywords, and deleting a call
+  deletes its keywords;
 - sessions of a process that is gone are marked ``cut``; those of a live process and of
   another host are left ``running``;
 - the listing filters by kind, status, time and (nested) metadata and pages through every
@@ -30,8 +33,8 @@ from postgres_utils import PostgresServer
 from streamdec.core.results import Word
 from streamdec.errors import StoreError
 from streamdec.records import FinalRecord, Query, Recorder, SessionRecord, Store, StoreConfig
-from streamdec.records.schema import VERSION
-from streamdec.records.store import owner_alive, process_owner
+from streamdec.records.schema import MIGRATIONS, VERSION
+from streamdec.records.store import KeywordRecord, owner_alive, process_owner
 from streamdec.records.transcript import Transcript
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -68,7 +71,7 @@ def final(record_id="r1", segment=0, channel=0, text="my card", start=0.5):
 
 def test_a_new_store_is_migrated_and_keeps_its_rows_when_opened_again(config):
     store = Store.open(config)
-    assert store.version() == VERSION == 2
+    assert store.version() == VERSION == 3
     store.begin(session())
     store.close()
     again = Store.open(config)
@@ -103,6 +106,39 @@ def test_finals_read_back_exactly_and_a_final_written_twice_is_stored_once(confi
     store.end("r1", "failed", "late")  # an ended session stays as it ended
     (s,) = store.sessions("call", "CA1")
     assert (s.status, s.reason, s.ended_at) == ("ended", "stop", 1010.0)
+    store.close()
+
+
+def keyword(record_id="r1", seq=0, channel=0, start=0.96, word="ALEXA"):
+    return KeywordRecord(record_id=record_id, leg=("inbound", "outbound")[channel],
+                         channel=channel, seq=seq, keyword=word, start_time=start,
+                         end_time=start + 0.44, score=0.5173,
+                         tokens=("\u2581A", "LE", "X", "A"))
+
+
+def test_keywords_read_back_exactly_and_a_store_of_version_2_keeps_its_rows(config):
+    store = Store.open(config)
+    with store._transaction() as run:  # a store as streamdec wrote it before keywords
+        for statement in MIGRATIONS[-1][1]:
+            run("DROP TABLE " + statement.split()[2])
+        run("DELETE FROM schema_version WHERE version = ?", (VERSION,))
+    store.begin(session())
+    store.add_finals([final(segment=0)])
+    store.close()
+    store = Store.open(config)
+    assert store.version() == VERSION and store.finals(["r1"]) == [final(segment=0)]
+    kept = [keyword(seq=0, start=2.5), keyword(seq=1, start=4.0),
+            keyword(seq=0, channel=1, start=1.0, word="JARVIS")]
+    store.add_finals([], (), kept[:2])
+    store.add_finals([final(segment=1, start=3.0)], (), kept[2:] + [keyword(seq=1, start=9.0,
+                                                                           word="OTHER")])
+    assert store.keywords(["r1"]) == [kept[2], kept[0], kept[1]]  # time order, once each
+    assert store.keywords(["r1"])[0].to_json() == {
+        "record_id": "r1", "leg": "outbound", "channel": 1, "seq": 0, "keyword": "JARVIS",
+        "start_time": 1.0, "end_time": 1.44, "score": 0.5173,
+        "tokens": ["\u2581A", "LE", "X", "A"]}
+    assert store.delete("call", "CA1", "erasure request") == (1, 2)
+    assert store.keywords(["r1"]) == []
     store.close()
 
 
@@ -176,6 +212,11 @@ def test_a_transcript_merges_the_sessions_of_a_call_onto_one_timeline():
     assert [(f.record_id, f.start_time, f.words[0].start) for f in merged.finals] == [
         ("b", 0.75, 0.77), ("a", 1.0, 0.52)]
     assert merged.status == "running"
+    heard = Transcript.merge("call", "CA1", [a, b], [], [keyword("a", start=1.0),
+                                                         keyword("b", channel=1, start=0.5)])
+    assert [(k.record_id, k.start_time, k.end_time) for k in heard.keywords] == [
+        ("b", 0.75, 1.19), ("a", 1.0, 1.44)]
+    assert [k["keyword"] for k in heard.to_json()["keywords"]] == ["ALEXA", "ALEXA"]
 
 
 def test_the_recorder_commits_before_answering_and_keeps_finals_while_the_database_is_down(

@@ -7,6 +7,7 @@ one transaction (group commit: at 200 streams a commit carries many finals).
     recorder.begin(SessionRecord(...))           # queued, never waits
     stored = await recorder.final(FinalRecord(...))   # True once committed
     await recorder.final(final, Delivery(...))   # with its outbox row, in the same commit
+    await recorder.keyword(KeywordRecord(...), Delivery(...) or None)  # a keyword heard, the same
     recorder.end(record_id, "ended", reason)     # queued, never waits
     page = await recorder.read(Store.listing, query)  # any reading call, off the loop
     await recorder.close()                       # what is queued is written first
@@ -33,7 +34,7 @@ from typing import Any, Callable
 
 from ..errors import StoreError
 from .config import StoreConfig
-from .store import Delivery, FinalRecord, SessionRecord, Store, process_owner
+from .store import Delivery, FinalRecord, KeywordRecord, SessionRecord, Store, process_owner
 
 __all__ = ["Recorder", "RETRY_SECONDS", "MAX_BACKLOG", "PURGE_SECONDS"]
 
@@ -126,12 +127,18 @@ class Recorder:
         """Store one final (and its outbox row, in the same transaction): True once
         committed; False at once while the store fails (the final stays queued and is
         written when the store is back)."""
-        payload = (final, delivery)
+        return await self._write("final", (final, delivery))
+
+    async def keyword(self, keyword: KeywordRecord, delivery: Delivery | None = None) -> bool:
+        """Store one keyword heard (and its outbox row), as ``final`` stores a final."""
+        return await self._write("keyword", (keyword, delivery))
+
+    async def _write(self, kind: str, payload: tuple) -> bool:
         if self.error is not None:
-            self._push("final", payload, None)
+            self._push(kind, payload, None)
             return False
         future = asyncio.get_running_loop().create_future()
-        if not self._push("final", payload, future):
+        if not self._push(kind, payload, future):
             return False
         return await future
 
@@ -178,7 +185,8 @@ class Recorder:
                 self.error = None
             self.counts["commits"] += 1
             if self.on_delivery is not None and any(
-                    kind == "final" and payload[1] is not None for kind, payload, _ in batch):
+                    kind in ("final", "keyword") and payload[1] is not None
+                    for kind, payload, _ in batch):
                 self.on_delivery()
             for kind, _, future in batch:
                 if kind == "final":
@@ -187,19 +195,20 @@ class Recorder:
                     future.set_result(True)
 
     def _apply(self, batch: list[tuple[str, Any, Any]]) -> None:
-        """The store's thread: the writes of ``batch`` in order, finals grouped into one
-        transaction between the records' begins and ends around them."""
+        """The store's thread: the writes of ``batch`` in order, finals and keywords grouped
+        into one transaction between the records' begins and ends around them."""
         finals: list[FinalRecord] = []
+        keywords: list[KeywordRecord] = []
         deliveries: list[Delivery] = []
         for kind, payload, _ in batch:
-            if kind == "final":
-                finals.append(payload[0])
+            if kind in ("final", "keyword"):
+                (finals if kind == "final" else keywords).append(payload[0])
                 if payload[1] is not None:
                     deliveries.append(payload[1])
                 continue
-            if finals:
-                self.store.add_finals(finals, deliveries)
-                finals, deliveries = [], []
+            if finals or keywords:
+                self.store.add_finals(finals, deliveries, keywords)
+                finals, keywords, deliveries = [], [], []
             if kind == "begin":
                 self.store.begin(payload)
             elif kind == "end":
@@ -208,8 +217,8 @@ class Recorder:
                 cut = self.store.cut_orphans()
                 if cut:
                     log.warning(json.dumps({"event": "store_cut", "sessions": len(cut)}))
-        if finals:
-            self.store.add_finals(finals, deliveries)
+        if finals or keywords:
+            self.store.add_finals(finals, deliveries, keywords)
 
     async def _purge_loop(self) -> None:
         loop = asyncio.get_running_loop()

@@ -26,6 +26,13 @@ receiver deduplicates on (``call id/leg/segment``), ``call_id`` the order group 
 ``status`` ``pending`` / ``delivered`` / ``dead``, ``attempts`` and ``next_at`` the
 back-off, ``since`` when the row's retention started (its creation, or its last replay),
 ``lease_owner`` / ``lease_until`` the deliverer holding it (expired: free again).
+
+Version 3 adds ``keywords``: one row per keyword heard on a leg of a session (a call that
+spots keywords), written before anyone is sent it: ``(record_id, channel, seq)`` is its key
+(``seq``: the how-manyth keyword of that leg, from 0; written twice, it is stored once), the
+keyword's text, its times (seconds from the session's start), its score (the mean
+probability of its units) and its units (JSON). Its outbox row, when the webhook gets it,
+has the key ``record_id:channel:k<seq>``.
 """
 
 from __future__ import annotations
@@ -91,6 +98,20 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "CREATE INDEX outbox_due ON outbox (status, next_at)",
         "CREATE INDEX outbox_call ON outbox (call_id, status, seq)",
         "CREATE INDEX outbox_record ON outbox (record_id)",
+    )),
+    (3, (
+        """CREATE TABLE keywords (
+            record_id TEXT NOT NULL,
+            leg TEXT NOT NULL,
+            channel INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            keyword TEXT NOT NULL,
+            start_time DOUBLE PRECISION NOT NULL,
+            end_time DOUBLE PRECISION NOT NULL,
+            score DOUBLE PRECISION NOT NULL,
+            tokens TEXT NOT NULL,
+            stored_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (record_id, channel, seq))""",
     )),
 )
 

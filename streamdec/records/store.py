@@ -9,6 +9,8 @@ one thread of their own, ``recorder.Recorder`` does).
     store.listing(Query(...))                  # a page of sessions and the next page's cursor
     store.delete("call", call_id, reason)      # erasure, logged in ``deletions``
     store.add_finals(finals, [Delivery(...)])  # finals and their outbox rows, one transaction
+    store.add_finals([], deliveries, [KeywordRecord(...)])  # keywords heard, the same way
+    store.keywords([record_id])                # a session's keywords, in time order
     store.claim(owner, now, lease, limit)      # due outbox rows, the first of each call
     store.delivered(id, owner) / store.failed(id, owner, error, next_at, dead)
     store.deliveries("dead") / store.replay(id) / store.outbox_counts()
@@ -38,7 +40,8 @@ from ..errors import StoreError
 from .config import StoreConfig
 from .schema import MIGRATIONS, VERSION
 
-__all__ = ["Store", "SessionRecord", "FinalRecord", "Query", "Delivery", "STATUSES", "KINDS",
+__all__ = ["Store", "SessionRecord", "FinalRecord", "KeywordRecord", "Query", "Delivery",
+           "STATUSES", "KINDS",
            "DELIVERY_STATUSES", "process_owner", "owner_alive"]
 
 STATUSES = ("running", "ended", "failed", "cut")
@@ -50,6 +53,8 @@ _OUTBOX_COLUMNS = ("delivery_id, idem_key, call_id, seq, body, status, attempts,
                    "since, created_at, delivered_at, last_error, record_id")
 _FINAL_COLUMNS = ("record_id, leg, channel, segment, start_time, end_time, text, display, "
                   "words, display_words, stored_at")
+_KEYWORD_COLUMNS = ("record_id, leg, channel, seq, keyword, start_time, end_time, score, "
+                    "tokens, stored_at")
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,27 @@ class FinalRecord:
             out.update(display=self.display,
                        display_words=_words_json(self.display_words or ()))
         return out
+
+
+@dataclass(frozen=True)
+class KeywordRecord:
+    """One keyword heard on one leg of a session; times in seconds from the session's
+    start; ``seq``: the how-manyth keyword of that leg (from 0)."""
+
+    record_id: str
+    leg: str
+    channel: int
+    seq: int
+    keyword: str
+    start_time: float
+    end_time: float
+    score: float  # the mean probability of its units
+    tokens: tuple[str, ...] = ()  # its units as in tokens.txt
+
+    def to_json(self) -> dict[str, Any]:
+        return {"record_id": self.record_id, "leg": self.leg, "channel": self.channel,
+                "seq": self.seq, "keyword": self.keyword, "start_time": self.start_time,
+                "end_time": self.end_time, "score": self.score, "tokens": list(self.tokens)}
 
 
 @dataclass(frozen=True)
@@ -314,10 +340,12 @@ class Store:
                  record.model, record.search))
 
     def add_finals(self, finals: Sequence[FinalRecord],
-                   deliveries: Sequence[Delivery] = ()) -> int:
-        """Write finals, and the outbox rows of those to deliver, in one transaction; how
-        many finals were new (a final already stored, by its ``(record_id, channel,
-        segment)``, is left as it was; so is a delivery by its id). The deliveries are
+                   deliveries: Sequence[Delivery] = (),
+                   keywords: Sequence[KeywordRecord] = ()) -> int:
+        """Write finals and keywords heard, and the outbox rows of those to deliver, in one
+        transaction; how many finals were new (a final already stored, by its
+        ``(record_id, channel, segment)``, is left as it was; so is a keyword by its
+        ``(record_id, channel, seq)`` and a delivery by its id). The deliveries are
         ordered (``seq``) as given."""
         now = time.time()
         added = 0
@@ -336,6 +364,12 @@ class Store:
                            None if f.display_words is None
                            else json.dumps(_words_json(f.display_words)), now))
                 added += max(cur.rowcount, 0)
+            for k in keywords:
+                run(f"INSERT INTO keywords ({_KEYWORD_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                    "ON CONFLICT (record_id, channel, seq) DO NOTHING",
+                    (k.record_id, k.leg, k.channel, k.seq, k.keyword, k.start_time,
+                     k.end_time, k.score, json.dumps(list(k.tokens), ensure_ascii=False),
+                     now))
         return added
 
     def end(self, record_id: str, status: str, reason: str, ended_at: float | None = None
@@ -381,6 +415,17 @@ class Store:
                        (*record_ids, from_segment)).fetchall()
         return [FinalRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _words(r[8]) or (),
                             r[7], _words(r[9])) for r in rows]
+
+    def keywords(self, record_ids: Sequence[str]) -> list[KeywordRecord]:
+        """The keywords heard in these sessions, in time order."""
+        if not record_ids:
+            return []
+        marks = ",".join("?" * len(record_ids))
+        with self._transaction() as run:
+            rows = run(f"SELECT {_KEYWORD_COLUMNS} FROM keywords WHERE record_id IN ({marks}) "
+                       "ORDER BY start_time, channel, seq", tuple(record_ids)).fetchall()
+        return [KeywordRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                              tuple(json.loads(r[8]))) for r in rows]
 
     def listing(self, query: Query) -> tuple[list[SessionRecord], str | None]:
         """A page of sessions (oldest first) and the cursor of the next page (None: last)."""
@@ -502,7 +547,7 @@ class Store:
 
     # -- deleting ----------------------------------------------------------------------------
     def delete(self, kind: str, ref: str, reason: str) -> tuple[int, int]:
-        """Delete a call's (or a stream's) sessions and finals, and log it in
+        """Delete a call's (or a stream's) sessions, finals and keywords, and log it in
         ``deletions``: (sessions, finals) deleted."""
         with self._transaction() as run:
             ids = [r[0] for r in run("SELECT record_id FROM records WHERE kind = ? AND ref = ?",
@@ -537,6 +582,7 @@ class Store:
             finals += max(run(f"DELETE FROM finals WHERE record_id IN ({marks})",
                               tuple(chunk)).rowcount, 0)
             run(f"DELETE FROM outbox WHERE record_id IN ({marks})", tuple(chunk))
+            run(f"DELETE FROM keywords WHERE record_id IN ({marks})", tuple(chunk))
             run(f"DELETE FROM records WHERE record_id IN ({marks})", tuple(chunk))
         return finals
 

@@ -25,9 +25,9 @@ event               meaning
 ``CallFailed``      bad input after the events before it: the call ends with ``error``
 ==================  ==========================================================================
 
-A call's messages (``call_message``, ``result_message``): every one is a JSON object with
-``type`` and ``call_id``; times are seconds from the call's start (every leg's stream starts
-with the call, so its times are on the call's timeline).
+A call's messages (``call_message``, ``result_message``, ``keyword_message``): every one is
+a JSON object with ``type`` and ``call_id``; times are seconds from the call's start (every
+leg's stream starts with the call, so its times are on the call's timeline).
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.results import Result
+from ..core.results import KeywordEvent, Result
 from ..errors import ClientError
 from .call_settings import SettingsLayer
 
 __all__ = ["CallStarted", "CallAudio", "CallDtmf", "CallNote", "CallEnded", "CallFinalize",
            "CallFailed", "CallEvent",
-           "result_message", "call_message", "DTMF_DIGITS"]
+           "result_message", "keyword_message", "call_message", "DTMF_DIGITS"]
 
 #: the keys of a telephone keypad (RFC 4733 events 0-15)
 DTMF_DIGITS = frozenset("0123456789*#ABCD")
@@ -112,3 +112,15 @@ def result_message(call_id: str, protocol: str, leg: str, channel: int,
         end_time=round(result.end_time, 3), tokens=list(result.tokens),
         words=[{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3),
                 "conf": round(w.conf, 3)} for w in result.words])
+
+
+def keyword_message(call_id: str, protocol: str, leg: str, channel: int,
+                    event: KeywordEvent) -> dict[str, Any]:
+    """A keyword heard on one leg of a call: ``keyword`` (its text), ``start_time`` /
+    ``end_time`` (seconds from the call's start), ``score`` (the mean probability of its
+    units) and ``tokens`` (its units as in tokens.txt)."""
+    return call_message(
+        "keyword", call_id, protocol=protocol, leg=leg, channel=channel,
+        keyword=event.keyword, start_time=round(event.start_time, 3),
+        end_time=round(event.end_time, 3), score=round(event.score, 4),
+        tokens=list(event.tokens))

@@ -13,10 +13,12 @@ WebSocket ``/calls/{call_id}``         a call's results and events, live (subscr
 A ``CallSession`` runs one connection: it reads messages (``Transport``), hands them to the
 protocol, and acts on the events that come back: one engine stream per leg, opened by
 ``open_call_stream`` (the one place where per-stream options of calls are set: the voice
-activity detector unless ``[server] call_vad = false``), fed with
+activity detector unless ``[server] call_vad = false``, the keywords spotted:
+``call_keywords``), fed with
 the leg's audio; every result and event goes to the ``CallHub`` (subscribers, webhook)
 tagged with the call's id and the leg, each final with ``display`` at the call's text
-format (``call_settings``; ``[server] call_text_format`` by default; ``display.py``). A
+format (``call_settings``; ``[server] call_text_format`` by default; ``display.py``), each
+keyword heard as a ``keyword`` message (``call_events.keyword_message``), stored first. A
 bad message ends that call alone: the
 connection is closed with the error's close code (``connection.CLOSE_CODES``; an audio
 fork first gets ``{"type": "error"}``), a log line names the call, and the legs' audio
@@ -38,17 +40,19 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
+from ..core.results import KeywordEvent
 from ..engine import Engine, LiveStream
-from ..errors import AudioInputError, ClientError, ConfigError, DecodeError
+from ..errors import AudioInputError, ClientError, ConfigError, DecodeError, TokenizeError
 from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
 from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFailed,
                           CallFinalize, CallNote, CallStarted, call_message,
-                          result_message)
-from .call_settings import call_settings
+                          keyword_message, result_message)
+from .call_keywords import call_keyword_lines
+from .call_settings import CallSettings, call_settings
 from .config import ServerConfig
 from .display import display_fields, formatted
-from .recording import begin_session, end_status, store_final
+from .recording import begin_session, end_status, store_final, store_keyword
 from .redaction import redacted
 from .twilio import TwilioProtocol
 
@@ -64,15 +68,27 @@ _TCP_READ = 65536
 
 
 def open_call_stream(engine: Engine, config: ServerConfig, endpoint=None,
-                     second_pass: bool | None = None) -> LiveStream:
+                     second_pass: bool | None = None,
+                     keywords: tuple[str, ...] | None = None) -> LiveStream:
     """The engine stream of one leg of a call: with the voice activity detector when
     ``config.call_vad`` (half of a leg is silence: the other side talking); ``endpoint``:
     the call's rules (None: the server's); ``second_pass``: the call's choice (None: the
-    server's default; ClientError ``bad_config`` for true without one)."""
+    server's default; ClientError ``bad_config`` for true without one); ``keywords``: the
+    lines it spots (``call_keywords``; None: none)."""
     try:
-        return engine.open(vad=config.call_vad, endpoint=endpoint, second_pass=second_pass)
-    except ConfigError as e:
+        return engine.open(vad=config.call_vad, endpoint=endpoint, second_pass=second_pass,
+                           keywords=keywords)
+    except (ConfigError, TokenizeError) as e:
         raise ClientError("bad_config", str(e)) from None
+
+
+def call_keywords(context, settings: CallSettings) -> tuple[str, ...] | None:
+    """The keyword lines of a call with ``settings``: the server's with the call's own
+    (``call_keywords.call_keyword_lines``; ClientError ``bad_config``)."""
+    recognizer = context.engine.recognizer
+    return call_keyword_lines(context.config.call_keywords, settings.keywords,
+                              settings.keywords_from, recognizer.symbols,
+                              recognizer.keyword_search.config)
 
 
 class Transport(Protocol):
@@ -189,6 +205,7 @@ class CallSession:
         self.text_format = context.config.call_text_format  # the call's (set at its start)
         self.record_id: str | None = None  # its session in the transcript store
         self.redact: frozenset[str] = frozenset()  # the call's kinds (on the server's)
+        self.keywords_heard: list[int] = []  # per leg: keywords heard so far (their seq)
 
     # -- the context's connection interface -------------------------------------------------
     def request_drain(self) -> None:
@@ -275,7 +292,7 @@ class CallSession:
     async def _handle(self, event: CallEvent) -> None:
         hub = self.context.calls
         if isinstance(event, CallStarted):
-            self._start(event)
+            await self._start(event)
         elif isinstance(event, CallAudio):
             await self._feed(event)
         elif isinstance(event, CallDtmf):
@@ -293,16 +310,23 @@ class CallSession:
         elif isinstance(event, CallFailed):
             raise event.error
 
-    def _start(self, event: CallStarted) -> None:
+    async def _start(self, event: CallStarted) -> None:
         engine = self.context.engine
         settings = call_settings(event.settings, engine.recognizer.config.endpoint,
                                  self.context.config.endpoint_limits())  # or bad_config
         self.text_format = settings.text_format or self.text_format
         self.redact = settings.redact
+        keywords = call_keywords(self.context, settings)  # or bad_config
+        if keywords is not None:  # its graph built off the loop (the server's: at start)
+            try:
+                await engine.prepare(keywords=keywords)
+            except (ConfigError, TokenizeError) as e:
+                raise ClientError("bad_config", f"{settings.keywords_from}: {e}") from None
         self.call_id = event.call_id
         self.legs = event.legs
         self.lives = [open_call_stream(engine, self.context.config, settings.endpoint,
-                                       settings.second_pass) for _ in event.legs]
+                                       settings.second_pass, keywords) for _ in event.legs]
+        self.keywords_heard = [0] * len(event.legs)
         self.samples = [0] * len(event.legs)
         self.rates = [0] * len(event.legs)
         if self.context.records is not None:
@@ -353,6 +377,9 @@ class CallSession:
         hub = self.context.calls
         try:
             async for result in self.lives[leg].results():
+                if isinstance(result, KeywordEvent):  # the call spots keywords
+                    await self._keyword(leg, result)
+                    continue
                 result = await formatted(result, self.text_format)  # finals, off the loop
                 result = redacted(result, self.context.redaction, self.redact)
                 message = result_message(self.call_id, self.protocol, self.legs[leg], leg,
@@ -374,6 +401,17 @@ class CallSession:
                 self.failure = e
             self._wake.set()
 
+    async def _keyword(self, leg: int, event: KeywordEvent) -> None:
+        """A keyword heard on ``leg``: stored (with its webhook row), then to the hub."""
+        message = keyword_message(self.call_id, self.protocol, self.legs[leg], leg, event)
+        seq = self.keywords_heard[leg]
+        self.keywords_heard[leg] += 1
+        if self.record_id is not None:  # stored before anyone gets it
+            await store_keyword(self.context.records, self.record_id, self.legs[leg], leg,
+                                seq, event, message if self.context.deliverer is not None
+                                else None)
+        self.context.calls.publish(self.call_id, message)
+
     def _log(self) -> None:
         log.info(json.dumps({
             "event": "call", "call_id": self.call_id, "protocol": self.protocol,
@@ -392,8 +430,9 @@ def _query(websocket: WebSocket) -> dict[str, str]:
 async def _refuse(context, websocket: WebSocket, status: int, reason: str) -> None:
     kind = "bad_options" if status == 400 else f"refused_{status}"
     context.metrics.errors.labels(kind).inc()
+    hint = reason.encode("ascii", "backslashreplace").decode()  # a header is latin-1
     await websocket.send_denial_response(PlainTextResponse(reason, status,
-                                                           headers={"Hint": reason}))
+                                                           headers={"Hint": hint}))
 
 
 async def _run_session(context, session: CallSession) -> None:
@@ -425,8 +464,9 @@ def call_routes(context) -> list[WebSocketRoute]:
         try:
             machine = AudioForkProtocol(_query(websocket), default_id=str(uuid.uuid4()))
             if machine.url_settings is not None:  # checked at the handshake, as sherpa's
-                call_settings([machine.url_settings], context.engine.recognizer.config.endpoint,
-                              context.config.endpoint_limits())
+                call_keywords(context, call_settings(
+                    [machine.url_settings], context.engine.recognizer.config.endpoint,
+                    context.config.endpoint_limits()))
         except ClientError as e:
             return await _refuse(context, websocket, 400, str(e))
         asked = websocket.scope.get("subprotocols") or []

@@ -19,6 +19,7 @@ from typing import Mapping
 
 from ..engine import EngineConfig
 from ..errors import ConfigError
+from ..search.keyword_graph import split_keywords
 from ..textfmt.format import check_text_format
 from ..textfmt.redact import parse_kinds
 from ..validation import require_at_least, require_finite, require_positive, unknown_names
@@ -112,6 +113,13 @@ class ServerConfig:
     # recognizer and engine each; 1: this process serves)
     processes: int = 1
     call_vad: bool = True
+    # keywords spotted on every leg of every call, beside its transcript: keyword lines as
+    # in a keywords file (``streamdec.search.keyword_graph``: units or phrases, with
+    # ``:boost #threshold @text``): a list in the config file, or one string with ``/``
+    # between them (an environment variable); checked against the model when the server
+    # starts (a bad line: it does not start, naming the line); a call may add its own
+    # (``keywords``, ``call_settings``); empty: none
+    call_keywords: tuple[str, ...] = ()
     # the event loop each server process runs: uvloop (libuv: less CPU per WebSocket
     # message), asyncio (the standard library's), auto (uvloop where it is installed)
     event_loop: str = "auto"
@@ -142,6 +150,7 @@ class ServerConfig:
         if self.event_loop not in EVENT_LOOPS:
             raise ConfigError(f"server.event_loop must be one of {', '.join(EVENT_LOOPS)}, "
                               f"got {self.event_loop!r}")
+        object.__setattr__(self, "call_keywords", _keyword_lines(self.call_keywords))
         if not isinstance(self.call_vad, bool):
             raise ConfigError(f"server.call_vad must be true or false, got {self.call_vad!r}")
         if self.twilio_stream_url is not None:
@@ -179,6 +188,17 @@ class ServerConfig:
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+
+def _keyword_lines(value: object) -> tuple[str, ...]:
+    """``call_keywords`` as a tuple of lines: a list's items as they are, one string split at
+    ``/`` and newlines (``split_keywords``)."""
+    if isinstance(value, str):
+        return tuple(split_keywords(value)) if value.strip() else ()
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"server.call_keywords must be a list of keyword lines (text), got "
+                      f"{value!r}")
 
 
 #: the keys of the ``[server]`` table: the server's own fields, then the engine's

@@ -9,7 +9,8 @@ It holds the engine (with the metrics as its observer), admission (tokens, the c
 cap), the protocols' default audio format and the open WebSocket connections, so that a
 drain reaches them all. The recognizer comes built; only the voice activity detector's
 model is loaded here when calls use it (``call_vad``), so that a missing package fails the
-start. ``replica``
+start, and the calls' keywords (``call_keywords``) are checked against the model here, so
+that a bad line fails it. ``replica``
 names this server among several (Ray Serve's replica id): every accepted WebSocket then
 carries it in an ``X-Streamdec-Replica`` header.
 """
@@ -31,6 +32,7 @@ from ..records.config import StoreConfig
 from ..records.delivery import Deliverer, DeliveryConfig
 from ..records.recorder import Recorder
 from .access import Access, Refusal, TwilioAuth, overload_check, read_secret, read_tokens
+from .call_keywords import server_keywords
 from .call_relay import CallRelay
 from .config import ServerConfig
 from .connection import Connection
@@ -101,6 +103,10 @@ class ServerContext:
             except (ConfigError, ModelLoadError) as e:
                 raise type(e)(f"{e} (calls use the voice activity detector: [server] "
                               f"call_vad = true; false serves calls without it)") from None
+        if config.call_keywords:  # checked now: a bad line fails the start, naming it
+            lines = server_keywords(config.call_keywords, recognizer.symbols,
+                                    recognizer.keyword_search.config)
+            recognizer.resources.keywords(lines, recognizer.keyword_search.config)
         meta = recognizer.meta
         chunk_seconds = meta.chunk_shift * recognizer.config.features.frame_shift_ms / 1000
         engine: Engine

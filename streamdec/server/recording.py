@@ -1,7 +1,7 @@
 """What the server writes to the transcript store (``streamdec.records``): a session's
-record when a stream or a call's connection starts, each final with text before anyone is
-sent it, the session's end. One home for these rules; ``Connection`` (streams) and
-``CallSession`` (calls) call them.
+record when a stream or a call's connection starts, each final with text and each keyword
+heard on a call before anyone is sent it, the session's end. One home for these rules;
+``Connection`` (streams) and ``CallSession`` (calls) call them.
 
 A session's status at its end: ``failed`` when it ended with an error, ``cut`` when the
 server shut down under it (a drain: the platform did not end the call), else ``ended``.
@@ -15,11 +15,12 @@ import json
 import time
 from typing import Any
 
-from ..core.results import Result
+from ..core.results import KeywordEvent, Result
 from ..records.recorder import Recorder
-from ..records.store import Delivery, FinalRecord, SessionRecord
+from ..records.store import Delivery, FinalRecord, KeywordRecord, SessionRecord
 
-__all__ = ["begin_session", "store_final", "delivery", "end_status", "STREAM_ID_HEADER"]
+__all__ = ["begin_session", "store_final", "store_keyword", "delivery", "keyword_delivery",
+           "end_status", "STREAM_ID_HEADER"]
 
 #: the header of an accepted WebSocket stream naming its id in the store
 #: (GET /streams/{id}/transcript)
@@ -61,6 +62,30 @@ def delivery(record_id: str, channel: int, message: dict[str, Any]) -> Delivery:
     key = f"{message['call_id']}/{message['leg']}/{message['segment']}"
     body = dict(message, idempotency_key=key)
     return Delivery(delivery_id=f"{record_id}:{channel}:{message['segment']}", idem_key=key,
+                    call_id=message["call_id"], record_id=record_id,
+                    body=json.dumps(body, ensure_ascii=False))
+
+
+async def store_keyword(records: Recorder, record_id: str, leg: str, channel: int,
+                        seq: int, event: KeywordEvent,
+                        webhook: dict[str, Any] | None = None) -> bool:
+    """Store a keyword heard on a call's leg, the ``seq``-th of that leg (True once
+    committed; False while the store fails: it stays queued); ``webhook``: its call
+    message, to the outbox in the same transaction (``keyword_delivery``)."""
+    return await records.keyword(KeywordRecord(
+        record_id=record_id, leg=leg, channel=channel, seq=seq, keyword=event.keyword,
+        start_time=round(event.start_time, 3), end_time=round(event.end_time, 3),
+        score=round(event.score, 4), tokens=tuple(event.tokens)),
+        None if webhook is None else keyword_delivery(record_id, channel, seq, webhook))
+
+
+def keyword_delivery(record_id: str, channel: int, seq: int,
+                     message: dict[str, Any]) -> Delivery:
+    """A call's keyword message as an outbox row: its key ``call_id/leg/k<seq>`` (a final's
+    is ``call_id/leg/segment``) in the ``Idempotency-Key`` header and the body."""
+    key = f"{message['call_id']}/{message['leg']}/k{seq}"
+    body = dict(message, idempotency_key=key)
+    return Delivery(delivery_id=f"{record_id}:{channel}:k{seq}", idem_key=key,
                     call_id=message["call_id"], record_id=record_id,
                     body=json.dumps(body, ensure_ascii=False))
 

@@ -15,9 +15,9 @@ the call goes on. A subscriber who joins during a call first gets the call's sta
 and events so far (the backlog: at most the last ``subscriber_queue // 2`` of them;
 partials are not kept), then everything live. Several
 sessions may share a call id (e.g. one Twilio ``<Stream>`` per track): the call ends for
-its subscribers when the last one ends. Finals with text also go to the webhook, if one is
-configured and the transcript store is off (``webhook.Webhook``; with the store on, the
-store's outbox posts them: ``streamdec.records.delivery``).
+its subscribers when the last one ends. Finals with text and keywords heard also go to the
+webhook, if one is configured and the transcript store is off (``webhook.Webhook``; with the
+store on, the store's outbox posts them: ``streamdec.records.delivery``).
 
 Several worker processes (``serve --workers N``): a call and its subscribers may sit on
 different workers (the kernel spreads connections). Each hub then has ``links`` to the
@@ -36,7 +36,7 @@ where) and the server behaves as one hub:
 - the call ends for subscribers when its sessions on every worker have ended; a worker
   whose link closes (it died) ends its calls there with a ``call_end`` of ``kind``
   ``worker_stopped``, and is asked again once it is back;
-- the webhook gets each final once, from the worker that decoded it.
+- the webhook gets each final and keyword once, from the worker that decoded it.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ class CallHub:
 
     def publish(self, call_id: str, message: dict) -> None:
         """To every subscriber of the call (and its backlog unless a partial; to the webhook
-        if a final with text). Never waits."""
+        if a final with text or a keyword). Never waits."""
         self._local("publish", call_id, message)
 
     def end(self, call_id: str, message: dict) -> None:
@@ -203,8 +203,9 @@ class CallHub:
         if wanted:  # (a copy: a send may cut a link)
             for worker in list(wanted):
                 self.links.send(worker, {"event": kind, "call": call_id, "message": message})
-        if (self.webhook is not None and message.get("type") == "result"
-                and message.get("is_final") and message.get("text")):
+        if self.webhook is not None and (message.get("type") == "keyword" or (
+                message.get("type") == "result" and message.get("is_final")
+                and message.get("text"))):
             self.webhook.submit(message)
 
     def _deliver(self, call: _Call, origin: int, message: dict) -> None:

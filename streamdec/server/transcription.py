@@ -10,7 +10,10 @@ streamdec's own fields: the endpoint rules ``ruleN_min_trailing_silence`` /
 ``transcription_text_format``, ``full``) chooses the text for people: every format then
 shows the formatted text and words (``streamdec.textfmt``). ``second_pass`` (``true`` |
 ``false``): the file's finals decoded again by the server's second pass (on by default
-where the server has one; ``true`` on a server without one: 400).
+where the server has one; ``true`` on a server without one: 400). ``keywords`` (keyword
+lines with ``/`` between them, ``streamdec.search.keyword_graph``): spotted beside the
+transcript, the keywords heard listed in ``verbose_json``'s ``keywords`` (the only format
+with them: with another, 400; a list the model cannot spell: 400 naming the line).
 The audio is decoded by the engine like any live stream, batched with them.
 
 ``render`` (pure) makes each format's body from the final results.
@@ -33,11 +36,12 @@ from typing import Sequence
 import numpy as np
 
 from ..core.endpoint import EndpointConfig
-from ..core.results import Result
+from ..core.results import KeywordEvent, Result
 from ..engine import run_stream
-from ..errors import ConfigError, DecodeError, StreamdecError, UploadError
+from ..errors import ConfigError, DecodeError, StreamdecError, TokenizeError, UploadError
 from ..files.codec_stderr import codec_stderr_caught
 from ..files.formats import shown_text, shown_words, subtitles, transcript
+from ..search.keyword_graph import split_keywords
 from ..textfmt import check_text_format, default_formatter
 from ..validation import unknown_names
 from .endpointing import ENDPOINT_KEYS, EndpointLimits, endpoint_config
@@ -51,7 +55,7 @@ _MEDIA = {"json": "application/json", "verbose_json": "application/json",
           "vtt": "text/vtt; charset=utf-8"}
 _FIELDS = ("file", "response_format", "model", "language", "prompt", "temperature",
            "timestamp_granularities[]", "timestamp_granularities", "text_format",
-           "second_pass") + ENDPOINT_KEYS
+           "second_pass", "keywords") + ENDPOINT_KEYS
 
 
 def read_upload(data: bytes, max_seconds: float = math.inf) -> tuple[int, np.ndarray]:
@@ -105,8 +109,11 @@ def _segment(n: int, r: Result) -> dict:
 
 
 def render(finals: Sequence[Result], fmt: str, duration: float,
-           language: str | None = None) -> tuple[str, str]:
-    """(body, media type) of a transcription in ``fmt``."""
+           language: str | None = None,
+           keywords: Sequence[KeywordEvent] | None = None) -> tuple[str, str]:
+    """(body, media type) of a transcription in ``fmt``; ``keywords``: the keywords heard
+    (``verbose_json`` only: its ``keywords``, each with ``keyword``, ``start``, ``end``,
+    ``score`` and ``tokens``; None: not asked, no ``keywords``)."""
     text = transcript(finals)
     if fmt == "json":
         body = json.dumps({"text": text}, ensure_ascii=False)
@@ -116,11 +123,15 @@ def render(finals: Sequence[Result], fmt: str, duration: float,
         body = subtitles(finals, fmt)
     elif fmt == "verbose_json":
         segments = [_segment(n, r) for n, r in enumerate(r for r in finals if r.text)]
-        body = json.dumps({
-            "task": "transcribe", "language": language or "unknown",
-            "duration": round(duration, 3), "text": text, "segments": segments,
-            "words": [{k: w[k] for k in ("word", "start", "end")}
-                      for s in segments for w in s["words"]]}, ensure_ascii=False)
+        out = {"task": "transcribe", "language": language or "unknown",
+               "duration": round(duration, 3), "text": text, "segments": segments,
+               "words": [{k: w[k] for k in ("word", "start", "end")}
+                         for s in segments for w in s["words"]]}
+        if keywords is not None:
+            out["keywords"] = [{"keyword": k.keyword, "start": round(k.start_time, 3),
+                                "end": round(k.end_time, 3), "score": round(k.score, 4),
+                                "tokens": list(k.tokens)} for k in keywords]
+        body = json.dumps(out, ensure_ascii=False)
     else:
         raise UploadError(f"unsupported response_format {fmt!r}: one of "
                           f"{', '.join(RESPONSE_FORMATS)}")
@@ -193,12 +204,17 @@ async def transcribe_upload(context, request):
             return error(400, f"expected a multipart/form-data body with 'file' ({e})",
                          "bad_request")
         try:
-            upload, fmt, endpoint, level, second_pass = read_form(
+            upload, fmt, endpoint, level, second_pass, keywords = read_form(
                 form, context.engine.recognizer.config.endpoint,
                 context.config.endpoint_limits(), context.config.transcription_text_format)
             if second_pass and context.engine.recognizer.second_pass is None:
                 raise UploadError("second_pass: true needs a server with a second pass "
                                   "(--config two-pass)")
+            if keywords is not None:  # checked against the model, its graph built
+                try:
+                    await context.engine.prepare(keywords=keywords)
+                except (ConfigError, TokenizeError) as e:
+                    raise UploadError(str(e)) from None
             data = await upload.read()
             if len(data) > limit:
                 return error(413, f"upload is over the limit of {limit} bytes", "too_big")
@@ -207,7 +223,8 @@ async def transcribe_upload(context, request):
         except UploadError as e:
             return error(400, str(e), "bad_request")
         try:
-            finals = await _transcribe(context.engine, rate, samples, endpoint, second_pass)
+            finals, heard = await _transcribe(context.engine, rate, samples, endpoint,
+                                              second_pass, keywords)
         except DecodeError as e:  # counted by the engine's observer
             return JSONResponse({"error": {"message": str(e), "type": "decode_failed"}}, 500)
         try:
@@ -217,7 +234,8 @@ async def transcribe_upload(context, request):
             return JSONResponse({"error": {"message": f"text_format {level}: {e}",
                                            "type": "format_failed"}}, 500)
         finals = [redacted(r, context.redaction) for r in finals]  # the server's rules
-        body, media = render(finals, fmt, len(samples) / rate, form.get("language"))
+        body, media = render(finals, fmt, len(samples) / rate, form.get("language"),
+                             None if keywords is None else heard)
         context.metrics.audio.inc(len(samples) / rate)
         return Response(body, media_type=media)
     finally:
@@ -227,9 +245,9 @@ async def transcribe_upload(context, request):
 def read_form(form, endpoint: EndpointConfig, limits: EndpointLimits, text_format: str):
     """What a request's parsed form asks (pure): its ``file`` part, the response format,
     the endpoint rules (None: the server's ``endpoint``, else changed within ``limits``),
-    the text format (default ``text_format``) and the second pass on/off (None: the
-    server's default). UploadError for an unknown field, no file, or a value that is not
-    one a field takes."""
+    the text format (default ``text_format``), the second pass on/off (None: the server's
+    default) and the keyword lines (None: none). UploadError for an unknown field, no
+    file, or a value that is not one a field takes."""
     check_fields(form.keys())
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
@@ -248,14 +266,26 @@ def read_form(form, endpoint: EndpointConfig, limits: EndpointLimits, text_forma
     second_pass = form.get("second_pass")
     if second_pass is not None and second_pass not in ("true", "false"):
         raise UploadError(f"second_pass must be true or false, got {second_pass!r}")
-    return upload, fmt, rules, level, None if second_pass is None else second_pass == "true"
+    keywords = form.get("keywords")
+    if keywords is not None:
+        if not isinstance(keywords, str) or not keywords.strip(" /\n"):
+            raise UploadError("keywords: no keyword given")
+        if fmt != "verbose_json":
+            raise UploadError(f"keywords: the keywords heard are listed in response_format "
+                              f"verbose_json, got {fmt!r}")
+        keywords = tuple(split_keywords(keywords))
+    return (upload, fmt, rules, level, None if second_pass is None else second_pass == "true",
+            keywords)
 
 
 async def _transcribe(engine, rate: int, samples: np.ndarray, endpoint=None,
-                      second_pass: bool | None = None) -> list[Result]:
+                      second_pass: bool | None = None, keywords: Sequence[str] | None = None
+                      ) -> tuple[list[Result], list[KeywordEvent]]:
     """Final results of a whole file decoded by the engine (1 s pieces, back-pressured),
     with ``endpoint`` rules (None: the server's) and ``second_pass`` (None: the server's
-    default)."""
+    default), and the keywords heard (``keywords``: the lines spotted; None: none)."""
     pieces = ((rate, samples[i:i + rate]) for i in range(0, len(samples), rate))
-    live = engine.open(endpoint=endpoint, second_pass=second_pass)
-    return [r for r in await run_stream(live, pieces) if r.is_final]
+    live = engine.open(endpoint=endpoint, second_pass=second_pass, keywords=keywords)
+    events = await run_stream(live, pieces)
+    return ([r for r in events if isinstance(r, Result) and r.is_final],
+            [e for e in events if isinstance(e, KeywordEvent)])

@@ -8,8 +8,9 @@ route                                      what
 GET ``/calls/{id}/transcript``             a call's transcript (every session of that call id)
 GET ``/streams/{id}/transcript``           a WebSocket stream's (its id: the
                                            ``X-Streamdec-Stream-Id`` header of its handshake)
-  ``?format=json|text|srt|vtt``            JSON (default: status, sessions, finals with words),
-                                           the text, or subtitles (``files.formats``)
+  ``?format=json|text|srt|vtt``            JSON (default: status, sessions, finals with words,
+                                           keywords heard), the text, or subtitles
+                                           (``files.formats``)
   ``?from_segment=N``                      only the finals from segment N on
 DELETE ``/calls/{id}/transcript``,         erase it (logged in the store's deletions and in the
 ``/streams/{id}/transcript``               log): ``{"sessions", "finals"}`` deleted
@@ -154,12 +155,14 @@ def transcript_routes(context) -> list[Route]:
             sessions = await records.read(Store.sessions, kind, ref)
             if not sessions:
                 return _error(404, f"no {kind} {ref!r} in the transcript store")
-            finals = await records.read(Store.finals, [s.record_id for s in sessions], first)
+            ids = [s.record_id for s in sessions]
+            finals = await records.read(Store.finals, ids, first)
+            keywords = await records.read(Store.keywords, ids) if fmt == "json" else []
         except ValueError as e:
             return _error(400, str(e))
         except StoreError as e:
             return _error(503, str(e))
-        return render(Transcript.merge(kind, ref, sessions, finals), fmt)
+        return render(Transcript.merge(kind, ref, sessions, finals, keywords), fmt)
 
     async def call(request: Request) -> Response:
         return await one(request, "call")

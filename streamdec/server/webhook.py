@@ -1,4 +1,5 @@
-"""The optional webhook: every final of every call POSTed as JSON to one URL.
+"""The optional webhook: every final of every call (and every keyword heard) POSTed as JSON
+to one URL.
 
     hook = Webhook(url, queue=1000, timeout=5.0, attempts=6, backoff=0.5, metrics=metrics)
     hook.submit(message)        # never waits: queued, or dropped (counted, logged) when full
