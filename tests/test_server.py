@@ -362,6 +362,7 @@ HANDSHAKE = {  # query -> words the 400 reason must contain
     "sample_rate=1000": "unsupported sample_rate 1000",
     "sample_rate=fast": "sample_rate must be an integer",
     "encoding=opus": "unsupported encoding 'opus'",
+    "encoding=%E2%96%81pcm": "unsupported encoding '\u2581pcm'",  # not latin-1: the Hint escapes it
     "channels=3": "channels must be in [1, 2]",
     "search=viterbi": "unknown search 'viterbi'",
     "search=greedy&hotwords=ACME": "hotwords need a beam search",
@@ -381,6 +382,8 @@ def test_invalid_options_are_refused_at_the_handshake(server, path, query):
         run(main())
     assert e.value.response.status_code == 400
     assert HANDSHAKE[query] in e.value.response.body.decode()
+    hint = e.value.response.headers["Hint"]
+    assert hint == e.value.response.body.decode().encode("ascii", "backslashreplace").decode()
 
 
 def test_abrupt_disconnect_mid_utterance_drops_the_stream(server, clips):

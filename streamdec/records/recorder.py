@@ -123,6 +123,11 @@ class Recorder:
         """Queue a session's end (never waits)."""
         self._push("end", (record_id, status, reason, time.time()), None)
 
+    async def ended(self, record_id: str, status: str, reason: str) -> bool:
+        """A session's end, committed (True) before it returns, as ``final`` stores a final:
+        what a client reads once its connection has closed says the session ended."""
+        return await self._write("end", (record_id, status, reason, time.time()))
+
     async def final(self, final: FinalRecord, delivery: Delivery | None = None) -> bool:
         """Store one final (and its outbox row, in the same transaction): True once
         committed; False at once while the store fails (the final stays queued and is

@@ -41,6 +41,12 @@ class Refusal:
     status: int
     reason: str
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The ``Hint`` header of a handshake refused with this: the reason in ASCII (a
+        header is latin-1: other characters, a client's ``▁`` or ``€``, as escapes)."""
+        return {"Hint": self.reason.encode("ascii", "backslashreplace").decode()}
+
 
 def read_tokens(path: str | Path, what: str = "server.token_file") -> frozenset[str]:
     """Tokens of a token file: one per line; blank lines and ``#`` comments are skipped."""

@@ -48,7 +48,7 @@ from typing import Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
@@ -128,17 +128,11 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
             if not isinstance(options, Refusal):
                 options, made = options
         if isinstance(options, Refusal):
-            kind = "bad_options" if options.status == 400 else f"refused_{options.status}"
-            context.metrics.errors.labels(kind).inc()
-            await websocket.send_denial_response(
-                PlainTextResponse(options.reason, options.status, headers={"Hint": options.reason}))
-            return
+            return await context.refuse(websocket, options)
         if options.keywords is not None and protocol != "sherpa":
-            context.metrics.errors.labels("bad_options").inc()
-            await websocket.send_denial_response(PlainTextResponse(
-                f"keywords: the {protocol} protocol cannot carry keyword events; the "
-                "sherpa-onnx protocol (/sherpa) can", 400))
-            return
+            return await context.refuse(websocket, Refusal(
+                400, f"keywords: the {protocol} protocol cannot carry keyword events; the "
+                "sherpa-onnx protocol (/sherpa) can"))
         try:  # heavy builds (grammars, hotwords) in an executor, then the streams open
             await context.engine.prepare(options.search, options.hotwords, options.phrases,
                                          options.keywords)
@@ -147,9 +141,7 @@ def _websocket_route(context: ServerContext, protocol: str, session: Session,
                                     context.redaction)
         # e.g. phrases the model cannot spell, or vad=true without the VAD's package
         except (ConfigError, TokenizeError, ModelLoadError) as e:
-            context.metrics.errors.labels("bad_options").inc()
-            await websocket.send_denial_response(PlainTextResponse(str(e), 400))
-            return
+            return await context.refuse(websocket, Refusal(400, str(e)))
         context.admit(protocol, connection)
         headers = list(context.accept_headers or [])
         if connection.record_id is not None:  # its transcript: GET /streams/{id}/transcript

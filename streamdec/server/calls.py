@@ -36,13 +36,13 @@ import time
 import uuid
 from typing import Any, Callable, Protocol
 
-from starlette.responses import PlainTextResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
 from ..core.results import KeywordEvent
 from ..engine import Engine, LiveStream
 from ..errors import AudioInputError, ClientError, ConfigError, DecodeError, TokenizeError
+from .access import Refusal
 from .audiofork import SUBPROTOCOL, AudioForkProtocol, reply
 from .audiosocket import AudioSocketProtocol
 from .call_events import (CallAudio, CallDtmf, CallEnded, CallEvent, CallFailed,
@@ -427,14 +427,6 @@ def _query(websocket: WebSocket) -> dict[str, str]:
     return {k: websocket.query_params[k] for k in websocket.query_params.keys()}
 
 
-async def _refuse(context, websocket: WebSocket, status: int, reason: str) -> None:
-    kind = "bad_options" if status == 400 else f"refused_{status}"
-    context.metrics.errors.labels(kind).inc()
-    hint = reason.encode("ascii", "backslashreplace").decode()  # a header is latin-1
-    await websocket.send_denial_response(PlainTextResponse(reason, status,
-                                                           headers={"Hint": hint}))
-
-
 async def _run_session(context, session: CallSession) -> None:
     context.admit(session.protocol, session)
     try:
@@ -450,7 +442,7 @@ def call_routes(context) -> list[WebSocketRoute]:
     async def twilio(websocket: WebSocket) -> None:
         refusal = context.twilio_refusal(websocket)
         if refusal is not None:
-            return await _refuse(context, websocket, refusal.status, refusal.reason)
+            return await context.refuse(websocket, refusal)
         await websocket.accept(headers=context.accept_headers)
         machine = TwilioProtocol()
         session = CallSession(context, "twilio", WebSocketTransport(websocket),
@@ -460,7 +452,7 @@ def call_routes(context) -> list[WebSocketRoute]:
     async def audiofork(websocket: WebSocket) -> None:
         refusal = context.refusal(websocket.headers, websocket.query_params)
         if refusal is not None:
-            return await _refuse(context, websocket, refusal.status, refusal.reason)
+            return await context.refuse(websocket, refusal)
         try:
             machine = AudioForkProtocol(_query(websocket), default_id=str(uuid.uuid4()))
             if machine.url_settings is not None:  # checked at the handshake, as sherpa's
@@ -468,7 +460,7 @@ def call_routes(context) -> list[WebSocketRoute]:
                     [machine.url_settings], context.engine.recognizer.config.endpoint,
                     context.config.endpoint_limits()))
         except ClientError as e:
-            return await _refuse(context, websocket, 400, str(e))
+            return await context.refuse(websocket, Refusal(400, str(e)))
         asked = websocket.scope.get("subprotocols") or []
         chosen = next((p for p in asked if p in AUDIOFORK_SUBPROTOCOLS), None)
         await websocket.accept(subprotocol=chosen, headers=context.accept_headers)
@@ -480,7 +472,7 @@ def call_routes(context) -> list[WebSocketRoute]:
     async def subscriber(websocket: WebSocket) -> None:
         refusal = context.refusal(websocket.headers, websocket.query_params, decodes=False)
         if refusal is not None:
-            return await _refuse(context, websocket, refusal.status, refusal.reason)
+            return await context.refuse(websocket, refusal)
         await _run_subscriber(context, websocket, websocket.path_params["call_id"])
 
     return [WebSocketRoute("/twilio", twilio), WebSocketRoute("/audiofork", audiofork),

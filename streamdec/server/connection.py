@@ -60,6 +60,8 @@ from .wsframes import DIRECT_AUDIO
 
 #: a pause of a connection's reads this long (back-pressure) gets a log line of its own
 PAUSE_LOG_SECONDS = 0.5
+#: the longest a close waits for the transcript store to commit the session's end
+END_WAIT = 2.0
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
@@ -108,6 +110,7 @@ class Connection:
         self.paused_seconds = 0.0
         self.close_code: int | None = None
         self.close_reason = ""
+        self._end_recorded = False  # the store has the session's end (``_record_end``)
         self.lives = []
         self._started = False
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -354,6 +357,7 @@ class Connection:
     async def close(self, code: int = 1000, reason: str = "") -> None:
         self.close_code = code
         self.close_reason = self.close_reason or reason
+        await self._record_end()
         try:
             await self.websocket.close(code, reason[:120])
         except Exception:  # already closed by the client
@@ -515,6 +519,20 @@ class Connection:
             await store_final(self.records, self.record_id, str(channel), channel, result)
 
     # -- end ---------------------------------------------------------------------------------
+    async def _record_end(self) -> None:
+        """The session's end into the store before the close reaches the client (a client
+        that reads its transcript once closed finds it ended); a store slower than
+        ``END_WAIT`` seconds does not hold the close up (the end stays queued)."""
+        if self.record_id is None or self._end_recorded:
+            return
+        self._end_recorded = True
+        try:
+            await asyncio.wait_for(self.records.ended(
+                self.record_id, end_status(self.failed, ""), self.close_reason or "normal"),
+                END_WAIT)
+        except asyncio.TimeoutError:
+            pass
+
     def release(self) -> None:
         """Free everything (the streams too: an abrupt disconnect drops them) and log."""
         self._stop_idle_timer()
@@ -522,7 +540,7 @@ class Connection:
             self._holding.cancel()
         for live in self.lives:
             live.close()
-        if self.record_id is not None:
+        if self.record_id is not None and not self._end_recorded:  # the client left
             self.records.end(self.record_id, end_status(self.failed, ""),
                              self.close_reason or "normal")
         log.info(json.dumps({

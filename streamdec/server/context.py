@@ -238,6 +238,16 @@ class ServerContext:
     def refusal(self, headers, query, decodes: bool = True) -> Refusal | None:
         return self.access.check(headers, query, decodes)
 
+    async def refuse(self, websocket, refusal: Refusal) -> None:
+        """Refuse a WebSocket's handshake: HTTP ``refusal.status`` with the reason as its body
+        and its ``Hint`` header, counted as ``bad_options`` (400) or ``refused_STATUS``."""
+        from starlette.responses import PlainTextResponse
+
+        kind = "bad_options" if refusal.status == 400 else f"refused_{refusal.status}"
+        self.metrics.errors.labels(kind).inc()
+        await websocket.send_denial_response(PlainTextResponse(
+            refusal.reason, refusal.status, headers=refusal.headers))
+
     def twilio_refusal(self, websocket) -> Refusal | None:
         return self.access.check_twilio(websocket.headers, websocket.query_params,
                                         websocket.scope["path"],
