@@ -48,15 +48,20 @@ def test_crashes_kept_are_the_ones_found():
         "onnx_meta/crash-f81bc81da376fc931d4a2cd984fdea92eb539545"]
 
 
+#: the runner's smoke fuzzes three targets (every target's seeds replay above): a parser of
+#: text, one of binary frames, one of files
+SMOKE_TARGETS = ("config", "twilio", "onnx_meta")
+
+
 @pytest.mark.slow
-def test_runner_smoke_every_target_runs_and_reports(tmp_path):
+def test_runner_smoke_targets_run_and_report(tmp_path):
     out = tmp_path / "report.json"
     run = subprocess.run([sys.executable, str(FUZZ / "run.py"), "--seconds", "2", "--jobs", "2",
-                          "--timeout", "20", "--out", str(out)], capture_output=True,
-                         text=True, timeout=240)
+                          "--timeout", "20", "--targets", *SMOKE_TARGETS, "--out", str(out)],
+                         capture_output=True, text=True, timeout=240)
     report = json.loads(out.read_text())
     assert run.returncode == 0, run.stdout + run.stderr
-    assert [t["target"] for t in report["targets"]] == list(TARGETS)
+    assert [t["target"] for t in report["targets"]] == list(SMOKE_TARGETS)
     for t in report["targets"]:
         assert t["inputs"] > 0 and t["cov"] > 0 and t["ft"] >= t["cov"], t
         assert t["crashes"] == t["hangs"] == t["ooms"] == [], t
