@@ -267,3 +267,25 @@ def test_fbank_bench_smoke(tmp_path):
     # bin): 6.2e-4 over the whole dev set (bench/results/2026-12-04-cpu-split/fbank.json)
     assert 0 <= report["max_abs_difference"] < 1e-2
     assert report["setup"]["frames"] > 0
+
+
+def test_reports_name_no_path_of_this_machine():
+    """A report's strings lose this machine's folders: the checkout's (relative), Python's
+    (``python3``), its packages' (``site-packages``), a run's temporary folders (``<tmp>``)."""
+    import sysconfig
+    import tempfile
+
+    sys.path.insert(0, str(REPO))
+    from bench.common.abtest import portable
+
+    tmp = tempfile.mkdtemp(prefix="sherpa-server-")
+    try:
+        got = portable({"cmd": [f"{sys.executable} -m streamdec --model {REPO}/x",
+                                f"--encoder={tmp}/encoder.onnx --log-file={tmp}/log.txt",
+                                sysconfig.get_paths()["purelib"] + "/sherpa_onnx/bin/server"],
+                        str(REPO): 1})
+    finally:
+        Path(tmp).rmdir()
+    assert got == {"cmd": ["python3 -m streamdec --model x",
+                           "--encoder=<tmp>/encoder.onnx --log-file=<tmp>/log.txt",
+                           "site-packages/sherpa_onnx/bin/server"], ".": 1}

@@ -85,6 +85,11 @@ def vocabulary_hits(name: str, text: str) -> list[str]:
                 number = text.count("\n", 0, match.start()) + 1
                 hits.append(f"{name}:{number}: {match.group(0)!r} in "
                             f"{lines[number - 1].strip()[:120]!r}")
+    if name.endswith(".json"):  # a report's strings: its commands and files, run anywhere
+        for match in README_TMP.finditer(text):
+            number = text.count("\n", 0, match.start()) + 1
+            hits.append(f"{name}: a machine path {match.group(0)!r} in "
+                        f"{lines[number - 1].strip()[:120]!r}")
     if name.endswith("README.md"):
         commands = [m.group(1) for m in SHELL_FENCE.finditer(text)]
         commands += re.findall(r"`([^`\n]*(?:\n[^`\n]*){0,3})`", SHELL_FENCE.sub("", text))
@@ -180,8 +185,9 @@ def test_the_vocabulary_checker_finds_a_machine_path_in_a_readme_command():
 def test_the_vocabulary_checker_reads_the_strings_of_a_json_report(tmp_path):
     report = tmp_path / "r.json"
     report.write_text(json.dumps({"note": "measured in stop 47", "runs": [1, 2],
-                                  "stage3c": {"wer": 41.5}}))
-    assert len(vocabulary_hits("r.json", texts_of(report))) == 2
+                                  "stage3c": {"wer": 41.5}, "out": "/tmp/meas/x.json",
+                                  "log": "--log-file=<tmp>/log.txt"}))
+    assert len(vocabulary_hits("r.json", texts_of(report))) == 3
 
 
 @pytest.mark.parametrize("line, bad", [

@@ -16,8 +16,11 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
@@ -171,7 +174,8 @@ def workload(dev: str, seconds: float) -> list[Utterance]:
 def portable(value):
     """``value`` with this machine's paths taken out of its strings, so a report reads the
     same on any machine: the repository's folder becomes relative, this Python ``python3``,
-    the home folder ``~``."""
+    its installed packages' folder ``site-packages``, a temporary folder a run made (a
+    peer's logs and repaired model copy) ``<tmp>``, the home folder ``~``."""
     if isinstance(value, dict):
         return {portable(k): portable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -179,9 +183,15 @@ def portable(value):
     if not isinstance(value, str):
         return value
     for path, short in ((sys.executable, "python3"), (str(HERE.parent) + os.sep, ""),
-                        (str(HERE.parent), "."), (str(Path.home()), "~")):
+                        (str(HERE.parent), "."), (sysconfig.get_paths()["purelib"],
+                                                  "site-packages")):
         value = value.replace(path, short)
-    return value
+    value = _TEMPORARY.sub("<tmp>", value)
+    return value.replace(str(Path.home()), "~")
+
+
+#: a folder made in the temporary directory (``tempfile.mkdtemp``'s prefix and random part)
+_TEMPORARY = re.compile(re.escape(tempfile.gettempdir().rstrip(os.sep)) + r"/[^/\s\"']+")
 
 
 def write_report(path: Path, report: dict) -> None:
