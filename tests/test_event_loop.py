@@ -29,6 +29,10 @@ def test_each_loop_serves_the_same_transcript():
         server = ServerProcess("--search", "greedy", *args)
         try:
             assert listening(server)["event_loop"] == expected
+            serves = " ".join(listening(server)["serves"])
+            for door in ("/sherpa", "/vosk", "/v1/audio/transcriptions", "/v1/listen",
+                         "/v1/realtime", "/v3/ws", "/twilio", "/audiofork", "/calls/"):
+                assert door in serves, (door, serves)
             out = run(sherpa_client(server.url(), audio, 1600))
         finally:
             assert server.stop() == 0

@@ -117,10 +117,11 @@ async def serve(context: ServerContext, reuse_port: bool = False,
     ``on_listening``: called once every listener accepts connections."""
     config = context.config
     scheme = "https" if config.tls else "http"
-    plan = [(config.port, create_app(context), ["sherpa at / and /sherpa", "vosk at /vosk",
-                                                "POST /v1/audio/transcriptions",
-                                                "twilio at /twilio", "audio fork at /audiofork",
-                                                "call subscribers at /calls/{call_id}"])]
+    plan = [(config.port, create_app(context), [
+        "sherpa at / and /sherpa", "vosk at /vosk", "POST /v1/audio/transcriptions",
+        "deepgram at /v1/listen (live and POST)", "openai realtime at /v1/realtime",
+        "assemblyai at /v3/ws", "twilio at /twilio", "audio fork at /audiofork",
+        "call subscribers at /calls/{call_id}"])]
     if config.vosk_port is not None:
         plan.append((config.vosk_port, create_app(context, vosk_at_root=True),
                      ["vosk at /"]))
