@@ -375,6 +375,10 @@ def test_admission_endpoint(server):
     assert status == 400 and json.loads(body) == {
         "admitted": False, "status": 400,
         "reason": "unsupported sample_rate 1: supported 8000..96000 Hz"}
+    # this server has no second pass: asked for, the handshake would be refused, and so
+    status, body = get(server.http("/admission?second_pass=true"))
+    assert status == 400 and json.loads(body)["reason"].startswith(
+        "a second pass was asked for, but none is configured")
     with connect(server.url("/sherpa")):
         status, body = get(server.http("/admission"))
     assert status == 503 and json.loads(body)["reason"] == (

@@ -154,6 +154,18 @@ class Recognizer:
             self._vad = Gate(self.config.vad, SileroVad(self.config.features.sample_rate))
         return self._vad
 
+    def check_second_pass(self, second_pass: bool | None, local_agreement: bool | None
+                          ) -> None:
+        """ConfigError when a stream could not have these second-pass settings here (see
+        ``create_stream``): a second pass or local agreement asked of a recognizer without a
+        second pass, or local agreement with the second pass off."""
+        if (second_pass or local_agreement) and self.second_pass is None:
+            raise ConfigError("a second pass was asked for, but none is configured "
+                              "(--config two-pass, or [second_pass] enabled = true)")
+        if local_agreement and second_pass is False:
+            raise ConfigError("local agreement refreshes partials with the second pass: it "
+                              "needs the stream's second pass on")
+
     def create_stream(self, search: SearchConfig | None = None,
                       hotwords: Sequence[str] = (),
                       phrases: Sequence[str] | None = None, vad: bool | None = None,
@@ -194,12 +206,7 @@ class Recognizer:
         optional ``:boost #threshold @text``) spotted beside the transcript: each keyword
         heard is a ``KeywordEvent`` among the stream's results (None: no spotting; a list
         without a keyword: ConfigError; units the model lacks: TokenizeError)."""
-        if (second_pass or local_agreement) and self.second_pass is None:
-            raise ConfigError("a second pass was asked for, but none is configured "
-                              "(--config two-pass, or [second_pass] enabled = true)")
-        if local_agreement and second_pass is False:
-            raise ConfigError("local agreement refreshes partials with the second pass: it "
-                              "needs the stream's second pass on")
+        self.check_second_pass(second_pass, local_agreement)
         kept = self._kept_audio() if second_pass is not False else None
         if local_agreement is None:
             local_agreement = (kept is not None

@@ -91,13 +91,16 @@ def _admission(context: ServerContext, headers, query_params, default_rate: int,
     if refusal is not None:
         return refusal
     query = {k: query_params.getlist(k) for k in query_params.keys()}
+    recognizer = context.engine.recognizer
     try:
-        return parse_options(query, sample_rate=default_rate, encoding=encoding,
-                             search=context.engine.recognizer.config.search,
-                             endpoint=context.engine.recognizer.config.endpoint,
-                             endpoint_limits=context.config.endpoint_limits())
+        options = parse_options(query, sample_rate=default_rate, encoding=encoding,
+                                search=recognizer.config.search,
+                                endpoint=recognizer.config.endpoint,
+                                endpoint_limits=context.config.endpoint_limits())
+        recognizer.check_second_pass(options.second_pass, options.local_agreement)
     except ConfigError as e:
         return Refusal(400, str(e))
+    return options
 
 
 def _own_admission(context: ServerContext, headers, query_params, parse: Parse
