@@ -49,7 +49,7 @@ from ..search.config import SearchConfig, with_beam_search
 from . import jsontext
 from .endpointing import EndpointLimits, endpoint_config
 from .options import StreamOptions, int_option, one_value, validate_rate
-from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Retune, Send
+from .session import Close, Command, Feed, ForceFinal, InputEnd, Retune, Send
 
 __all__ = ["AssemblyAISettings", "parse_assemblyai_query", "AssemblyAISession",
            "assemblyai_parser", "assemblyai_error", "ENCODINGS", "KNOWN", "IGNORED",
@@ -244,7 +244,7 @@ def _final_words(result: Result) -> int:
     return min(done, len(result.words))
 
 
-class AssemblyAISession:
+class AssemblyAISession(InputEnd):
     """One AssemblyAI streaming client, without I/O (``session`` says how it is driven):
     ``Begin``, then audio until ``Terminate``; turns pushed as results come; ``Termination``
     and the close once the last one is out. Every binary message comes through
@@ -259,8 +259,6 @@ class AssemblyAISession:
         self.id = session_id or str(uuid.uuid4())
         self._clock = clock
         self.started = clock()
-        self.finished = False
-        self.draining = False
         self.fed_bytes = 0
         self.turn_order = 0
         self._shown: tuple | None = None  # the open turn's words as last sent
@@ -277,14 +275,10 @@ class AssemblyAISession:
 
     def receive(self, message) -> list[Command]:
         """A client message: bytes, text or ``DRAIN``."""
-        if message is DRAIN:
-            self.draining = self.finished = True
-            return [Finish()]
+        ended = self.at_input_end(message, "Invalid Message: audio after Terminate")
+        if ended is not None:
+            return ended
         if isinstance(message, bytes):
-            if self.finished:
-                if self.draining:
-                    return []
-                raise ClientError("bad_message", "Invalid Message: audio after Terminate")
             if not message:
                 return []
             self.fed_bytes += len(message)
@@ -309,8 +303,7 @@ class AssemblyAISession:
         if kind == "ForceEndpoint":
             return [ForceFinal("ForceEndpoint")]
         if kind == "Terminate":
-            self.finished = True
-            return [Finish()]
+            return self.end_input()
         return self._update(command)
 
     def _update(self, update: dict) -> list[Command]:

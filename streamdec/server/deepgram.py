@@ -53,7 +53,7 @@ from ..search.config import SearchConfig, with_beam_search
 from . import jsontext
 from .endpointing import EndpointLimits
 from .options import MAX_CHANNELS, StreamOptions, int_option, one_value, validate_rate
-from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
+from .session import Close, Command, Feed, ForceFinal, InputEnd, Send
 
 __all__ = ["DeepgramSettings", "parse_deepgram_query", "DeepgramSession", "deepgram_parser",
            "ENCODINGS",
@@ -238,7 +238,7 @@ class _Channel:
         self.speaking = False  # SpeechStarted sent for the open utterance
 
 
-class DeepgramSession:
+class DeepgramSession(InputEnd):
     """One Deepgram live client, without I/O (``session`` says how it is driven): audio
     until ``CloseStream``; results pushed as they come; ``Metadata`` and the close once
     every channel has its last result."""
@@ -253,8 +253,6 @@ class DeepgramSession:
         self.request_id = request_id or str(uuid.uuid4())
         self.created = datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="milliseconds").replace("+00:00", "Z")
-        self.finished = False
-        self.draining = False
         self.fed_bytes = 0
         self.last_end = 0.0  # the latest time a result reached, seconds
         self.channels = [_Channel() for _ in range(options.channels)]
@@ -271,17 +269,12 @@ class DeepgramSession:
 
     def receive(self, message) -> list[Command]:
         """A client message: bytes, text or ``DRAIN``."""
-        if message is DRAIN:
-            self.draining = self.finished = True
-            return [Finish()]
+        ended = self.at_input_end(message, "audio after CloseStream")
+        if ended is not None:
+            return ended
         if isinstance(message, bytes):
-            if self.finished:
-                if self.draining:
-                    return []
-                raise ClientError("bad_message", "audio after CloseStream")
             if not message:  # Deepgram's older end-of-stream signal
-                self.finished = True
-                return [Finish()]
+                return self.end_input()
             self.fed_bytes += len(message)
             return [Feed(message)]
         try:
@@ -301,8 +294,7 @@ class DeepgramSession:
                 channel.marks.append(self.audio_seconds)
             return [ForceFinal("Finalize")]
         if kind == "CloseStream":
-            self.finished = True
-            return [Finish()]
+            return self.end_input()
         raise ClientError("bad_message", f"unknown message {message[:60]!r}: expected audio "
                                          "(binary), KeepAlive, Finalize or CloseStream")
 

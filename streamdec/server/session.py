@@ -40,10 +40,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from ..errors import ClientError
 from .options import StreamOptions
 
 __all__ = ["DRAIN", "Feed", "Finish", "ForceFinal", "Reply", "Send", "Reopen", "Retune", "Close",
-           "Command"]
+           "Command", "InputEnd"]
 
 DRAIN = object()  # the message a session receives once when the server starts draining
 
@@ -90,3 +91,31 @@ class Close:
 
 
 Command = Union[Feed, Finish, ForceFinal, Reply, Send, Reopen, Retune, Close]
+
+
+class InputEnd:
+    """Where a session stands with its client's input, and the rule every protocol keeps at
+    its end: ``finished`` once the client's end message (``end_input``) or the server's
+    drain came, ``draining`` for the drain. The drain finishes the streams; audio after
+    the drain is dropped (the client could not know); audio after the client's own end is
+    the client's error."""
+
+    finished = False
+    draining = False
+
+    def end_input(self) -> list[Command]:
+        self.finished = True
+        return [Finish()]
+
+    def at_input_end(self, message, audio_after_end: str) -> list[Command] | None:
+        """The commands for ``message`` where the input's end decides them (``DRAIN``;
+        audio once finished: nothing in a drain, else ClientError ``bad_message`` with
+        ``audio_after_end``), or None where the session reads it itself."""
+        if message is DRAIN:
+            self.draining = True
+            return self.end_input()
+        if isinstance(message, bytes) and self.finished:
+            if self.draining:
+                return []
+            raise ClientError("bad_message", audio_after_end)
+        return None

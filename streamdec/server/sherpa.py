@@ -31,7 +31,7 @@ import numpy as np
 from ..core.results import KeywordEvent, Result
 from ..errors import ClientError
 from .display import display_fields
-from .session import DRAIN, Close, Command, Feed, Finish, ForceFinal, Send
+from .session import Close, Command, Feed, ForceFinal, InputEnd, Send
 
 __all__ = ["sherpa_message", "keyword_message", "trailing_blanks", "SherpaSession", "DONE",
            "DONE_REPLY", "FINALIZE"]
@@ -102,7 +102,7 @@ def _rounded(values: tuple[float, ...], digits: int) -> list[float]:
     return np.round(np.asarray(values, dtype=np.float64), digits).tolist() if values else []
 
 
-class SherpaSession:
+class SherpaSession(InputEnd):
     """One sherpa-onnx client, without I/O (``session`` says how it is driven): audio
     until ``Done`` (audio after it is an error), ``Finalize`` to end the utterance now
     (force-final); every result is sent as it comes; when
@@ -114,25 +114,18 @@ class SherpaSession:
     def __init__(self, channels: int, frame_seconds: float) -> None:
         self.channels = channels
         self.frame_seconds = frame_seconds
-        self.finished = False  # the input is over (Done, or the drain)
-        self.draining = False
         # per channel: the open segment and its text as last sent (keyword messages)
         self.open = [(0, "")] * channels
 
     def receive(self, message) -> list[Command]:
         """A client message: bytes, text or ``DRAIN``."""
-        if message is DRAIN:
-            self.draining = self.finished = True
-            return [Finish()]
+        ended = self.at_input_end(message, "audio after Done")
+        if ended is not None:
+            return ended
         if isinstance(message, bytes):
-            if self.binary_is_audio:
-                return [Feed(message)]
-            if self.draining:
-                return []
-            raise ClientError("bad_message", "audio after Done")
+            return [Feed(message)]
         if message == DONE:
-            self.finished = True
-            return [Finish()]
+            return self.end_input()
         if message == FINALIZE:  # ignored while draining: the last finals are on their way
             if self.draining:
                 return []
