@@ -270,3 +270,20 @@ def test_a_refused_fixed_batch_model_loads_and_runs_one_stream_at_a_time(dev):
     streams = [rec.create_stream() for _ in audios]
     together = [finals(ev) for ev in decode_together(rec, streams, audios, 1600)]
     assert [key(t) for t in together] == [key(a) for a in alone]
+
+
+def test_the_batched_encoder_bench_writes_its_report(tmp_path):
+    import json
+    import subprocess
+
+    out = tmp_path / "batched-encoder.json"
+    subprocess.run([sys.executable, str(REPO / "bench" / "decode" / "batched_encoder.py"),
+                    "--out", str(out), "--model-dir", str(_model_dir()), "--streams", "1,3",
+                    "--runs", "1", "--repeats", "1"], check=True, capture_output=True,
+                   timeout=300)
+    report = json.loads(out.read_text())
+    assert report["setup"]["benchmark"] == "batched_encoder"
+    assert [c["streams"] for c in report["configurations"]] == [1, 3]
+    for c in report["configurations"]:
+        assert set(c["ms_per_stream_chunk"]) == {"one_at_a_time", "batched"}
+        assert c["identical_rows"] == c["streams"]

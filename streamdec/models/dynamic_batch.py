@@ -98,40 +98,39 @@ def _locate(dims: list[int], outer: int, inner: int) -> Batch | None:
 
 
 class _Quantized:
-    """A tensor's codes with a scale and zero point per stream (each [1, B, 1]), and the
-    forms its readers take, made once when first asked for."""
+    """A tensor x's codes with a scale and zero point per stream: the codes viewed as
+    ``[O, B, rows, K]`` (K: x's last axis, the one a product sums over), the scales and zero
+    points as [B]; and the other forms its readers take, made once when first asked for."""
 
-    def __init__(self, rewrite: "_Rewrite", x: str, batch: Batch, dims: list[int],
-                 codes3: str, step: str, zp: str) -> None:
-        self.rewrite, self.x, self.b, self.dims = rewrite, x, batch, dims
-        self.codes3, self.step, self.zp = codes3, step, zp
+    def __init__(self, rewrite: "_Rewrite", batch: Batch, dims: list[int], codes4: str,
+                 step: str, zp: str) -> None:
+        self.rewrite, self.b, self.dims = rewrite, batch, dims
+        self.codes4, self.step, self.zp = codes4, step, zp
         self.made: dict[str, str] = {}
 
-    def _shape(self) -> str:
-        return self.rewrite.shape_with_batch(self.dims, self.b)
+    def _made(self, what: str, make) -> str:
+        if what not in self.made:
+            self.made[what] = make()
+        return self.made[what]
 
     def codes(self) -> str:
         """uint8 codes, shaped as x."""
-        if "codes" not in self.made:
-            self.made["codes"] = self.rewrite.emit("Reshape", [self.codes3, self._shape()],
-                                                   "dql_codes")
-        return self.made["codes"]
+        r = self.rewrite
+        return self._made("codes", lambda: r.emit(
+            "Reshape", [self.codes4, r.shape_with_batch(self.dims, self.b)], "dql_codes"))
 
     def zp_int(self) -> str:
-        """int32 zero points, [1, B, 1, 1]."""
-        if "zp" not in self.made:
-            r = self.rewrite
-            self.made["zp"] = r.emit("Reshape", [r.emit("Cast", [self.zp], "dql_zp", to=6),
-                                                 r.const(np.array([1, -1, 1, 1]))], "dql_zp")
-        return self.made["zp"]
+        """int32 zero points, [B, 1, 1]."""
+        r = self.rewrite
+        return self._made("zp", lambda: r.emit("Reshape", [
+            r.emit("Cast", [self.zp], "dql_zp", to=6), r.const(np.array([-1, 1, 1]))],
+            "dql_zp"))
 
-    def step4(self) -> str:
-        """float scales, [1, B, 1, 1]."""
-        if "step" not in self.made:
-            r = self.rewrite
-            self.made["step"] = r.emit("Reshape", [self.step, r.const(np.array([1, -1, 1, 1]))],
-                                       "dql_scale")
-        return self.made["step"]
+    def step3(self) -> str:
+        """float scales, [B, 1, 1]."""
+        r = self.rewrite
+        return self._made("step", lambda: r.emit(
+            "Reshape", [self.step, r.const(np.array([-1, 1, 1]))], "dql_scale"))
 
 
 def _opset(model) -> int:
@@ -508,11 +507,17 @@ class _Rewrite:
         if any(id(r) not in outs for c in chains for r in self.readers[c[2].output[0]]):
             raise Refused(f"DynamicQuantizeLinear {node.name!r}: a scale product is read by "
                           "other than its MatMulIntegers' outputs")
+        if b.k == len(dims) - 1:
+            raise Refused(f"DynamicQuantizeLinear {node.name!r}: the batch in the axis its "
+                          "products sum over")
         outer, inner = b.flat(dims)
         f32 = lambda v: self.const(np.array(v, np.float32))  # noqa: E731
-        x3 = self.emit("Reshape", [x, self.const(np.array([outer, -1, inner]))], "dql_rows")
-        low = self.reduce("ReduceMin", x3, [0, 2])
-        high = self.reduce("ReduceMax", x3, [0, 2])
+        # x as [O, B, rows, K]: each stream's elements are [:, b], and a product over K
+        # takes the view as it is
+        x4 = self.emit("Reshape", [x, self.const(np.array(
+            [outer, -1, inner // dims[-1], dims[-1]]))], "dql_rows")
+        low = self.reduce("ReduceMin", x4, [0, 2, 3])
+        high = self.reduce("ReduceMax", x4, [0, 2, 3])
         low = self.emit("Min", [low, f32(0.0)], "dql_min")
         high = self.emit("Max", [high, f32(0.0)], "dql_max")
         step = self.emit("Div", [self.emit("Sub", [high, low], "dql_range"), f32(255.0)],
@@ -522,13 +527,10 @@ class _Rewrite:
         zpf = self.emit("Neg", [self.emit("Div", [low, step], "dql_zp")], "dql_zp")
         zpf = self.emit("Round", [self.emit("Clip", [zpf, f32(0.0), f32(255.0)], "dql_zp")],
                         "dql_zp")
-        flat = self.const(np.array([-1]))
-        zp_u8 = self.emit("Cast", [self.emit("Reshape", [zpf, flat], "dql_zp")], "dql_zp",
-                          to=2)
-        codes3 = self.emit("QuantizeLinear", [x3, self.emit("Reshape", [step, flat],
-                                                            "dql_scale"), zp_u8],
-                           "dql_codes", axis=1)
-        quantized = _Quantized(self, x, b, dims, codes3, step, zpf)
+        zp_u8 = self.emit("Cast", [zpf], "dql_zp", to=2)
+        # ONNX Runtime quantizes per axis with the kernel its DynamicQuantizeLinear uses
+        codes4 = self.emit("QuantizeLinear", [x4, step, zp_u8], "dql_codes", axis=1)
+        quantized = _Quantized(self, b, dims, codes4, step, zpf)
         self.batch[q] = b  # (no longer made: its readers are rewritten below)
         for chain in chains:
             self._per_stream_matmul(chain, quantized)
@@ -536,8 +538,8 @@ class _Rewrite:
 
     def reduce(self, op: str, x: str, axes: list[int]) -> str:
         if self.opset >= 18:
-            return self.emit(op, [x, self.const(np.array(axes))], "dql_reduce", keepdims=1)
-        return self.emit(op, [x], "dql_reduce", axes=axes, keepdims=1)
+            return self.emit(op, [x, self.const(np.array(axes))], "dql_reduce", keepdims=0)
+        return self.emit(op, [x], "dql_reduce", axes=axes, keepdims=0)
 
     def _chain(self, mmi, scale: str) -> tuple:
         """MatMulInteger -> Cast(float) -> Mul(., Mul(scale, weight scale)): its nodes and
@@ -565,15 +567,19 @@ class _Rewrite:
             self.skip.add(id(n))
         return mmi, out, product, w_scale
 
-    def spread(self, per_stream: str, dims: list[int], b: Batch) -> str:
-        """A per-stream value (B values) as a tensor of ``dims`` batched at ``b``."""
-        key = ("spread", per_stream, tuple(dims), b)
+    def spread(self, per_stream: str, dims: list[int], b: Batch, to: int | None = None
+               ) -> str:
+        """A per-stream value (B values; cast ``to`` an ONNX type) as a tensor of ``dims``
+        batched at ``b``."""
+        key = ("spread", per_stream, tuple(dims), b, to)
         if key not in self.cache:
             outer, inner = b.flat(dims)
-            target = self.emit("Concat", [self.const(np.array([outer])), self.batch_size(),
-                                          self.const(np.array([inner]))], "shape", axis=0)
+            if to is not None:
+                per_stream = self.emit("Cast", [per_stream], "per_stream", to=to)
             rows = self.emit("Reshape", [per_stream, self.const(np.array([1, -1, 1]))],
                              "per_stream")
+            target = self.emit("Concat", [self.const(np.array([outer])), self.batch_size(),
+                                          self.const(np.array([inner]))], "shape", axis=0)
             wide = self.emit("Expand", [rows, target], "per_stream")
             self.cache[key] = self.emit("Reshape", [wide, self.shape_with_batch(dims, b)],
                                         "per_stream")
@@ -603,27 +609,23 @@ class _Rewrite:
         # kept: a float product would differ where the kernel saturates, as ONNX Runtime's
         # AVX2 u8s8 kernel does).
         zero = self.const(np.array(0, np.uint8), "zero_point")
-        raw = self.emit("MatMulInteger", [quantized.codes(), mmi.input[1], zero,
-                                          mmi.input[3]], "mmi")
         sums = self.const(column_sums.astype(np.int32), "column_sums")
-        if weights.ndim == 2:  # a view [O, B, rows, N] takes [1, B, 1, 1] per stream
-            outer, inner = b.flat(out_dims)
-            n = weights.shape[1]
-            raw = self.emit("Reshape", [raw, self.const(np.array([outer, -1, inner // n, n]))],
-                            "mmi_rows")
-            zp, step = quantized.zp_int(), quantized.step4()
+        if weights.ndim == 2:  # on the [O, B, rows, K] view: [O, B, rows, N], [B, 1, 1] apiece
+            codes, zp, step = quantized.codes4, quantized.zp_int(), quantized.step3()
         else:  # a batched product of constant matrices: per-stream values spread out
-            zp = self.spread(quantized.zp_int(), out_dims, b)
-            step = self.spread(quantized.step4(), out_dims, b)
+            codes = quantized.codes()
+            zp = self.spread(quantized.zp, out_dims, b, to=6)
+            step = self.spread(quantized.step, out_dims, b)
+        raw = self.emit("MatMulInteger", [codes, mmi.input[1], zero, mmi.input[3]], "mmi")
         exact = self.emit("Sub", [raw, self.emit("Mul", [zp, sums], "mmi_zp")], "mmi_exact")
         exact = self.emit("Cast", [exact], "mmi_float", to=1)
-        scaled = self.emit("Mul", [exact, self.emit("Mul", [step, w_scale], "mmi_scales")],
-                           "mmi_scaled")
+        scales = self.emit("Mul", [step, w_scale], "mmi_scales")
         if weights.ndim == 2:
+            scaled = self.emit("Mul", [exact, scales], "mmi_scaled")
             self.emit("Reshape", [scaled, self.shape_with_batch(out_dims, b)], "mmi_out",
                       out=out.output[0])
         else:
-            self.emit("Identity", [scaled], "mmi_out", out=out.output[0])
+            self.emit("Mul", [exact, scales], "mmi_scaled", out=out.output[0])
         self.batch[out.output[0]] = b
 
     # -- the graph's outputs ----------------------------------------------------------------
