@@ -13,11 +13,12 @@ Two layouts need more than that:
   feature frames, ``decode_chunk_len`` per chunk). It is kept as the stream's last state
   and advanced by ``decode_chunk_len`` here, so it always equals the frames processed;
 - an export with a fixed batch size of 1 (icefall's ``--dynamic-batch 0``): its encoder
-  runs a batch of several streams in one call of a second graph, rewritten to take any
-  batch with each stream's outputs those of the original run on that stream alone
-  (``streamdec.models.dynamic_batch``), and a single stream on the original; where that
-  rewrite cannot be proven (or ``ModelConfig.graph_rewrites`` is off), and for a decoder or
-  joiner with a fixed batch, a batch is split into batch-1 calls and the results joined.
+  runs a batch of ``BATCHED_FROM`` streams or more in one call of a second graph, rewritten
+  to take any batch with each stream's outputs those of the original run on that stream
+  alone (``streamdec.models.dynamic_batch``), and fewer streams one call each on the
+  original; where that rewrite cannot be proven (or ``ModelConfig.graph_rewrites`` is off),
+  and for a decoder or joiner with a fixed batch, a batch is split into batch-1 calls and
+  the results joined.
 
 Metadata asking for what streamdec does not do is refused at load, naming the key: a
 ``model_type`` other than the families listed in ``FAMILIES``, or features other than
@@ -59,9 +60,17 @@ _FBANK = ("fbank", "kaldi-fbank", "kaldi_fbank", "kaldifbank")
 #: does not return it as a state (the streaming conformer)
 _FRAME_COUNTER = "processed_lens"
 
+#: the fewest streams an encoder with a fixed batch of 1 runs in one call of its batched
+#: graph; fewer run one call each, which costs less CPU per stream. The real -mobile int8
+#: zipformer2, one thread, the batched graph's encoder CPU per stream against one call each:
+#: 1.61, 1.23, 1.09 and 1.00 times at 1, 2, 3 and 4 streams, 0.85 times at 10 and at 50
+#: (bench/results/2026-12-07-real-model/batched-encoder.json)
+BATCHED_FROM = 4
+
 _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                "tensor(float16)": np.float16, "tensor(int32)": np.int32,
                "tensor(double)": np.float64}
+
 
 def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     """An ONNX Runtime session on ``path`` with ``config``'s threads and memory settings;
@@ -337,7 +346,7 @@ class OnnxTransducer:
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:
         n = features.shape[0]
-        if self.batched_encoder is not None and n > 1:
+        if self.batched_encoder is not None and n >= BATCHED_FROM:
             return self._encode(features, states, self.batched_encoder)
         if self._one_at_a_time[0] and n > 1:
             outs = [self._encode(features[i:i + 1], one)
