@@ -278,12 +278,12 @@ def test_the_batched_encoder_bench_writes_its_report(tmp_path):
 
     out = tmp_path / "batched-encoder.json"
     subprocess.run([sys.executable, str(REPO / "bench" / "decode" / "batched_encoder.py"),
-                    "--out", str(out), "--model-dir", str(_model_dir()), "--streams", "1,3",
+                    "--out", str(out), "--model-dir", str(_model_dir()), "--streams", "1,9",
                     "--runs", "1", "--repeats", "1"], check=True, capture_output=True,
                    timeout=300)
     report = json.loads(out.read_text())
     assert report["setup"]["benchmark"] == "batched_encoder"
-    assert [c["streams"] for c in report["configurations"]] == [1, 3]
+    assert [c["streams"] for c in report["configurations"]] == [1, 9]
     for c in report["configurations"]:
-        assert set(c["ms_per_stream_chunk"]) == {"one_at_a_time", "batched"}
-        assert c["identical_rows"] == c["streams"]
+        assert set(c["ms_per_stream_chunk"]) == {"one_at_a_time", "batched", "streamdec"}
+        assert c["identical_rows"] == c["identical_rows_streamdec"] == c["streams"]

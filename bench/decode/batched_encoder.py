@@ -13,11 +13,15 @@ different points of different utterances. Both sessions are streamdec's own, as 
 them (``ModelConfig`` defaults, ``--threads`` intra-op threads). For each batch size K
 (``--streams``) a run times ``--repeats`` encodes of the K rows each way; the report gives,
 per K, milliseconds per stream per chunk (median, min, max over ``--runs``) for
-``one_at_a_time`` and ``batched``, wall (``ms_per_stream_chunk``) and CPU time of the
-process (``cpu_ms_per_stream_chunk``: on a machine shared with other work it varies less;
-with one thread they measure the same thing), their ratios (``ratio``, ``cpu_ratio``; > 1:
-the batched graph costs less), and ``identical_rows``: how many of the K rows got from the batched call exactly (bit for bit)
-the outputs and next states the original graph gives them alone.
+``one_at_a_time``, ``batched`` (one call of the batched graph for all K) and ``streamdec``
+(``model.encode`` on the K rows: the batched graph in calls of at most ``BATCHED_UP_TO``
+streams from ``BATCHED_FROM`` on, one call each below), wall (``ms_per_stream_chunk``) and
+CPU time of the process (``cpu_ms_per_stream_chunk``: on a machine shared with other work
+it varies less; with one thread they measure the same thing), their ratios to one call
+each (``ratio_*``, ``cpu_ratio_*``; > 1: costs less), and ``identical_rows`` and
+``identical_rows_streamdec``: how many of the K rows got from the batched call, and from
+``model.encode``, exactly (bit for bit) the outputs and next states the original graph
+gives them alone.
 """
 
 from __future__ import annotations
@@ -92,10 +96,14 @@ def measure(args: argparse.Namespace) -> dict:
         feeds_each = [dict(zip(names, row)) for row in rows[:k]]
         feeds_all = {n: np.concatenate([row[j] for row in rows[:k]], axis=axes[j])
                      for j, n in enumerate(names)}
+        states_all = [feeds_all[n] for n in names[1:]]
         alone = [original.run(None, f) for f in feeds_each]
         together = batched.run(None, feeds_all)
         identical = sum(all(np.array_equal(np.take(o, [i], axis=axes[j]), alone[i][j])
                             for j, o in enumerate(together)) for i in range(k))
+        out, states = rec.model.encode(feeds_all[names[0]], states_all)
+        identical_encode = sum(all(np.array_equal(np.take(o, [i], axis=axes[j]), alone[i][j])
+                                   for j, o in enumerate([out, *states])) for i in range(k))
 
         def timed(run) -> tuple[float, float]:
             wall, cpu = time.perf_counter(), time.process_time()
@@ -111,19 +119,27 @@ def measure(args: argparse.Namespace) -> dict:
         def all_at_once() -> tuple[float, float]:
             return timed(lambda: batched.run(None, feeds_all))
 
-        a, b = alternate(args.runs, one_at_a_time, all_at_once)
-        conf = {"streams": k, "threads": args.threads, "identical_rows": identical}
+        def as_streamdec_runs_it() -> tuple[float, float]:
+            return timed(lambda: rec.model.encode(feeds_all[names[0]], states_all))
+
+        a, b, c = alternate(args.runs, one_at_a_time, all_at_once, as_streamdec_runs_it)
+        conf = {"streams": k, "threads": args.threads, "identical_rows": identical,
+                "identical_rows_streamdec": identical_encode}
         for n, key in enumerate(("ms_per_stream_chunk", "cpu_ms_per_stream_chunk")):
-            one, all_ = spread([x[n] for x in a]), spread([x[n] for x in b])
-            conf[key] = {"one_at_a_time": one, "batched": all_}
-            conf[key.replace("ms_per_stream_chunk", "ratio")] = ratio(
-                all_["median"], one["median"], higher_is_better=False)
+            one = spread([x[n] for x in a])
+            conf[key] = {"one_at_a_time": one, "batched": spread([x[n] for x in b]),
+                         "streamdec": spread([x[n] for x in c])}
+            for way in ("batched", "streamdec"):
+                conf[key.replace("ms_per_stream_chunk", f"ratio_{way}")] = ratio(
+                    conf[key][way]["median"], one["median"], higher_is_better=False)
         configurations.append(conf)
-    print_table(["streams", "CPU ms one at a time", "CPU ms batched", "ratio", "wall ratio",
-                 "identical rows"],
+    print_table(["streams", "CPU ms one at a time", "batched", "streamdec", "ratio batched",
+                 "ratio streamdec", "identical rows"],
                 [[c["streams"], c["cpu_ms_per_stream_chunk"]["one_at_a_time"]["median"],
-                  c["cpu_ms_per_stream_chunk"]["batched"]["median"], c["cpu_ratio"],
-                  c["ratio"], f"{c['identical_rows']}/{c['streams']}"]
+                  c["cpu_ms_per_stream_chunk"]["batched"]["median"],
+                  c["cpu_ms_per_stream_chunk"]["streamdec"]["median"], c["cpu_ratio_batched"],
+                  c["cpu_ratio_streamdec"],
+                  f"{c['identical_rows']}+{c['identical_rows_streamdec']}/{2 * c['streams']}"]
                  for c in configurations])
     return {"setup": {"benchmark": "batched_encoder",
                       "model": model_report(rec.model_files, args.int8),

@@ -63,9 +63,17 @@ _FRAME_COUNTER = "processed_lens"
 #: the fewest streams an encoder with a fixed batch of 1 runs in one call of its batched
 #: graph; fewer run one call each, which costs less CPU per stream. The real -mobile int8
 #: zipformer2, one thread, the batched graph's encoder CPU per stream against one call each:
-#: 1.61, 1.23, 1.09 and 1.00 times at 1, 2, 3 and 4 streams, 0.85 times at 10 and at 50
-#: (bench/results/2026-12-07-real-model/batched-encoder.json)
+#: 1.77, 1.05, 0.83 and 0.80 times at 1, 2, 3 and 4 streams, 0.62-0.65 at 8 to 50
+#: (bench/results/2026-12-07-real-model/batched-encoder.json; 3 streams is near even
+#: across runs on a shared machine)
 BATCHED_FROM = 4
+#: the most streams in one call of that batched graph; a larger batch runs in calls of this
+#: many. Its shapes are known only at run time, and ONNX Runtime's arena keeps each decode
+#: thread's largest working set: after the server's warm-up (3 threads x 32 streams) it
+#: idled at 431 MB with calls of 32 streams (one run), 240-243 MB with calls of 8, 173-176
+#: MB one call per stream (bench/results/2026-12-07-real-model/idle-memory*.json), while
+#: the CPU per stream is about the same from 8 streams on (``batched-encoder.json``)
+BATCHED_UP_TO = 8
 
 _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                "tensor(float16)": np.float16, "tensor(int32)": np.int32,
@@ -347,7 +355,15 @@ class OnnxTransducer:
                ) -> tuple[np.ndarray, list[np.ndarray]]:
         n = features.shape[0]
         if self.batched_encoder is not None and n >= BATCHED_FROM:
-            return self._encode(features, states, self.batched_encoder)
+            if n <= BATCHED_UP_TO:
+                return self._encode(features, states, self.batched_encoder)
+            specs = self.state_layout.specs
+            parts = [self.encode(features[i:i + BATCHED_UP_TO], [np.ascontiguousarray(
+                t[(slice(None),) * spec.batch_axis + (slice(i, i + BATCHED_UP_TO),)])
+                for spec, t in zip(specs, states)]) for i in range(0, n, BATCHED_UP_TO)]
+            return (np.concatenate([o for o, _ in parts]),
+                    [np.concatenate([st[k] for _, st in parts], axis=spec.batch_axis)
+                     for k, spec in enumerate(specs)])
         if self._one_at_a_time[0] and n > 1:
             outs = [self._encode(features[i:i + 1], one)
                     for i, one in enumerate(self.state_layout.unstack(states, n))]
