@@ -287,3 +287,25 @@ def test_the_batched_encoder_bench_writes_its_report(tmp_path):
     for c in report["configurations"]:
         assert set(c["ms_per_stream_chunk"]) == {"one_at_a_time", "batched", "streamdec"}
         assert c["identical_rows"] == c["identical_rows_streamdec"] == c["streams"]
+
+
+@pytest.mark.parametrize("n", [9, 17])
+def test_a_large_batch_runs_in_calls_of_at_most_eight_each_row_its_own(rec, chunks, n):
+    from streamdec.models.onnx_backend import BATCHED_UP_TO
+
+    calls = [c for per_utt in chunks for c in per_utt]
+    rows = [calls[(5 * i) % len(calls)] for i in range(n)]
+    axes = _axes(rec)
+    features = np.concatenate([inputs[0] for inputs, _ in rows])
+    states = [np.concatenate([inputs[j] for inputs, _ in rows], axis=axes[j])
+              for j in range(1, len(axes))]
+    batched = rec.model.batched_encoder
+    rec.model.batched_encoder = counting = _Counting(batched)
+    try:
+        out, next_states = rec.model.encode(features, states)
+    finally:
+        rec.model.batched_encoder = batched
+    assert BATCHED_UP_TO == 8 and counting.sizes == [8] * (n // 8)  # and one call each after
+    for i, (_, want) in enumerate(rows):
+        got = [np.take(o, [i], axis=axes[j]) for j, o in enumerate([out, *next_states])]
+        assert _worst(got, want) == 0.0, f"row {i} of {n}"
