@@ -31,7 +31,10 @@ class ModelConfig:
     cpu_arena: bool = True
     # Rewrite the graph when a session is opened into one with the same outputs (to float
     # rounding) and faster ONNX Runtime kernels: depthwise 1-D convolutions as 2-D (the
-    # zipformers' depthwise convolutions; streamdec.models.graph). False: the files as they are.
+    # zipformers' depthwise convolutions; streamdec.models.graph); and give an encoder
+    # exported with a fixed batch of 1 a second graph that runs several streams in one call,
+    # each with exactly its own outputs (streamdec.models.dynamic_batch). False: the files
+    # as they are, one call per stream for such an encoder.
     graph_rewrites: bool = True
     # Explicit files, as sherpa-onnx's --encoder/--decoder/--joiner/--tokens take them; each
     # one given replaces what the directory would give (streamdec.models.files).

@@ -18,17 +18,25 @@ false`` leaves the convolutions as they are.
 
 Before them, always (a model that has it cannot run without it): the downsampling pad step
 that some zipformer2 exports lost, repaired (``streamdec.models.repair``).
+
+An encoder whose batch is fixed at 1 gets a second graph beside it (``batched_model``): the
+same rewrites after ``streamdec.models.dynamic_batch``, which lets it take any batch with
+each stream's outputs those of the original graph run on that stream alone.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
+from .dynamic_batch import Refused, dynamic_batch
 from .repair import repair_lost_padding
 
-__all__ = ["depthwise_conv1d_as_2d", "rewritten_model"]
+__all__ = ["depthwise_conv1d_as_2d", "rewritten_model", "batched_model"]
+
+log = logging.getLogger("streamdec")
 
 
 def rewritten_model(path: Path, into: Path, speed: bool = True) -> bool:
@@ -47,6 +55,31 @@ def rewritten_model(path: Path, into: Path, speed: bool = True) -> bool:
     faster = depthwise_conv1d_as_2d(model) if speed else 0
     if repaired == 0 and faster == 0:
         return False
+    onnx.save(model, str(into))
+    return True
+
+
+def batched_model(path: Path, into: Path, speed: bool = True) -> bool:
+    """Write to ``into`` the encoder of ``path`` (its batch fixed at 1) rewritten to take any
+    batch, each stream's outputs those of the original run on that stream alone
+    (``streamdec.models.dynamic_batch``), after the lost-padding repair and, with ``speed``,
+    the depthwise convolutions as 2-D. False (nothing written) where the graph cannot be
+    proven to batch exactly (logged at debug, with the reason) or its weights are external
+    files. ModelLoadError for a pad step the repair cannot prove safe."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    model = onnx.load(str(path), load_external_data=False)
+    if any(uses_external_data(t) for t in model.graph.initializer):
+        return False
+    repair_lost_padding(model, path)
+    try:
+        dynamic_batch(model)
+    except Refused as e:
+        log.debug("%s: runs one stream at a time (no batched graph: %s)", path, e)
+        return False
+    if speed:
+        depthwise_conv1d_as_2d(model)
     onnx.save(model, str(into))
     return True
 

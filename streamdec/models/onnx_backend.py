@@ -12,8 +12,13 @@ Two layouts need more than that:
   before this one), which the runtime fills (sherpa-onnx feeds each stream's processed
   feature frames, ``decode_chunk_len`` per chunk). It is kept as the stream's last state
   and advanced by ``decode_chunk_len`` here, so it always equals the frames processed;
-- an export with a fixed batch size of 1 (icefall's ``--dynamic-batch 0``) is run one
-  stream at a time: a batch is split into batch-1 calls and the results joined again.
+- an export with a fixed batch size of 1 (icefall's ``--dynamic-batch 0``): its encoder
+  runs a batch of ``BATCHED_FROM`` streams or more in one call of a second graph, rewritten
+  to take any batch with each stream's outputs those of the original run on that stream
+  alone (``streamdec.models.dynamic_batch``), and fewer streams one call each on the
+  original; where that rewrite cannot be proven (or ``ModelConfig.graph_rewrites`` is off),
+  and for a decoder or joiner with a fixed batch, a batch is split into batch-1 calls and
+  the results joined.
 
 Metadata asking for what streamdec does not do is refused at load, naming the key: a
 ``model_type`` other than the families listed in ``FAMILIES``, or features other than
@@ -34,14 +39,14 @@ from ..errors import ModelLoadError
 from .base import DECLARED_KEYS, feature_facts, probe_meta
 from .config import ModelConfig
 from .files import ModelFiles
-from .graph import rewritten_model
-from .states import StateLayout, StateSpec
+from .graph import batched_model, rewritten_model
+from .states import StateLayout, StateSpec, batch_axis_from_table
 from .weights import onnx_weight_count
 
 log = logging.getLogger("streamdec")
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
-           "open_session", "batch_axis_from_table", "FAMILIES"]
+           "open_session", "open_batched_session", "batch_axis_from_table", "FAMILIES"]
 
 #: the encoder families (metadata ``model_type``) whose streaming layout streamdec runs
 FAMILIES = ("zipformer2", "zipformer", "conformer", "lstm")
@@ -55,29 +60,24 @@ _FBANK = ("fbank", "kaldi-fbank", "kaldi_fbank", "kaldifbank")
 #: does not return it as a state (the streaming conformer)
 _FRAME_COUNTER = "processed_lens"
 
+#: the fewest streams an encoder with a fixed batch of 1 runs in one call of its batched
+#: graph; fewer run one call each, which costs less CPU per stream. The real -mobile int8
+#: zipformer2, one thread, the batched graph's encoder CPU per stream against one call each:
+#: 1.77, 1.05, 0.83 and 0.80 times at 1, 2, 3 and 4 streams, 0.62-0.65 at 8 to 50
+#: (bench/results/2026-12-07-real-model/batched-encoder.json; 3 streams is near even
+#: across runs on a shared machine)
+BATCHED_FROM = 4
+#: the most streams in one call of that batched graph; a larger batch runs in calls of this
+#: many. Its shapes are known only at run time, and ONNX Runtime's arena keeps each decode
+#: thread's largest working set: after the server's warm-up (3 threads x 32 streams) it
+#: idled at 431 MB with calls of 32 streams (one run), 240-243 MB with calls of 8, 173-176
+#: MB one call per stream (bench/results/2026-12-07-real-model/idle-memory*.json), while
+#: the CPU per stream is about the same from 8 streams on (``batched-encoder.json``)
+BATCHED_UP_TO = 8
+
 _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                "tensor(float16)": np.float16, "tensor(int32)": np.int32,
                "tensor(double)": np.float64}
-
-# Fallback only, for exports that declare fixed sizes: the batch axis of each state by model
-# family and state-name prefix, as the icefall exporters lay them out.
-_BATCH_AXIS_TABLE: dict[str, tuple[tuple[str, int], ...]] = {
-    "lstm": (("", 1),),
-    "conformer": (("processed_lens", 0), ("cached_attn", 2), ("cached_conv", 2)),
-    "zipformer2": (("cached_key", 1), ("cached_nonlin_attn", 1), ("cached_val1", 1),
-                   ("cached_val2", 1), ("cached_conv1", 0), ("cached_conv2", 0),
-                   ("embed_states", 0), ("processed_lens", 0)),
-    "zipformer": (("cached_len", 1), ("cached_avg", 1), ("cached_key", 2), ("cached_val2", 2),
-                  ("cached_val", 2), ("cached_conv1", 1), ("cached_conv2", 1)),
-}
-
-
-def batch_axis_from_table(model_type: str, state_name: str) -> int | None:
-    """The batch axis the family table gives for a state name, or None."""
-    for prefix, axis in _BATCH_AXIS_TABLE.get(model_type, ()):
-        if state_name.startswith(prefix):
-            return axis
-    return None
 
 
 def open_session(path: Path, config: ModelConfig, profile: str | None = None):
@@ -87,6 +87,22 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
 
     if not path.is_file():
         raise ModelLoadError(f"{path}: model file not found")
+    opts = _session_options(config, profile)
+    session = _rewritten_session(path, opts, speed=config.graph_rewrites)
+    if session is not None:
+        return session
+    try:
+        return ort.InferenceSession(str(path), sess_options=opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
+        raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0][:200]})") from e
+
+
+def _session_options(config: ModelConfig, profile: str | None = None):
+    """ONNX Runtime session options for ``config`` (see ``open_session``)."""
+    import onnxruntime as ort
+
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = config.num_threads
     opts.inter_op_num_threads = config.inter_op_threads
@@ -109,15 +125,36 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     if profile is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = profile
-    session = _rewritten_session(path, opts, speed=config.graph_rewrites)
-    if session is not None:
-        return session
-    try:
-        return ort.InferenceSession(str(path), sess_options=opts,
-                                    providers=["CPUExecutionProvider"])
-    except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
-        raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
-                             f"{str(e).strip().splitlines()[0][:200]})") from e
+    return opts
+
+
+def open_batched_session(path: Path, config: ModelConfig):
+    """A session on the batched form of an encoder whose batch is fixed at 1
+    (``streamdec.models.graph.batched_model``), or None where it has none (the graph cannot
+    be proven to batch exactly, or ``config.graph_rewrites`` is off) or it does not load
+    (logged)."""
+    import onnxruntime as ort
+
+    if not config.graph_rewrites:
+        return None
+    with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
+        batched = Path(tmp) / path.name
+        try:
+            if not batched_model(path, batched):
+                return None
+        except ModelLoadError:
+            raise
+        except Exception as e:  # onnx cannot read it (the plain session said why), no disk
+            log.warning("%s: no batched graph (%s: %s); one stream at a time", path,
+                        type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e) else "")
+            return None
+        try:
+            return ort.InferenceSession(str(batched), sess_options=_session_options(config),
+                                        providers=["CPUExecutionProvider"])
+        except Exception as e:
+            log.warning("%s: the batched graph did not load (%s: %s); one stream at a time",
+                        path, type(e).__name__, str(e).strip().splitlines()[0][:200])
+            return None
 
 
 def _rewritten_session(path: Path, opts, speed: bool):
@@ -297,6 +334,9 @@ class OnnxTransducer:
         #: per network: its batch size is fixed at 1 (run a batch one row at a time)
         self._one_at_a_time = tuple(_fixed_batch(s, p) for s, p in (
             (self.encoder, enc_path), (self.decoder, dec_path), (self.joiner, join_path)))
+        #: the encoder rewritten to take any batch (None: none, or not fixed at 1)
+        self.batched_encoder = open_batched_session(enc_path, config) \
+            if self._one_at_a_time[0] else None
         self._chunk_shift = contract.chunk_shift
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
@@ -314,6 +354,16 @@ class OnnxTransducer:
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:
         n = features.shape[0]
+        if self.batched_encoder is not None and n >= BATCHED_FROM:
+            if n <= BATCHED_UP_TO:
+                return self._encode(features, states, self.batched_encoder)
+            specs = self.state_layout.specs
+            parts = [self.encode(features[i:i + BATCHED_UP_TO], [np.ascontiguousarray(
+                t[(slice(None),) * spec.batch_axis + (slice(i, i + BATCHED_UP_TO),)])
+                for spec, t in zip(specs, states)]) for i in range(0, n, BATCHED_UP_TO)]
+            return (np.concatenate([o for o, _ in parts]),
+                    [np.concatenate([st[k] for _, st in parts], axis=spec.batch_axis)
+                     for k, spec in enumerate(specs)])
         if self._one_at_a_time[0] and n > 1:
             outs = [self._encode(features[i:i + 1], one)
                     for i, one in enumerate(self.state_layout.unstack(states, n))]
@@ -321,10 +371,10 @@ class OnnxTransducer:
                     self.state_layout.stack([st for _, st in outs]))
         return self._encode(features, states)
 
-    def _encode(self, features: np.ndarray, states: Sequence[np.ndarray]
+    def _encode(self, features: np.ndarray, states: Sequence[np.ndarray], session=None
                 ) -> tuple[np.ndarray, list[np.ndarray]]:
         feeds = dict(zip(self._enc_in, [features, *states]))
-        out = self.encoder.run(None, feeds)
+        out = (session or self.encoder).run(None, feeds)
         next_states = out[1:]
         if self._counter is not None:  # frames processed once this chunk is done
             next_states.insert(self._counter, states[self._counter] + self._chunk_shift)

@@ -31,7 +31,27 @@ from typing import Sequence, Union
 
 import numpy as np
 
-__all__ = ["StateSpec", "StateLayout", "StateRow", "EncoderStates"]
+__all__ = ["StateSpec", "StateLayout", "StateRow", "EncoderStates", "batch_axis_from_table"]
+
+# Fallback only, for exports that declare fixed sizes: the batch axis of each state by model
+# family and state-name prefix, as the icefall exporters lay them out.
+_BATCH_AXIS_TABLE: dict[str, tuple[tuple[str, int], ...]] = {
+    "lstm": (("", 1),),
+    "conformer": (("processed_lens", 0), ("cached_attn", 2), ("cached_conv", 2)),
+    "zipformer2": (("cached_key", 1), ("cached_nonlin_attn", 1), ("cached_val1", 1),
+                   ("cached_val2", 1), ("cached_conv1", 0), ("cached_conv2", 0),
+                   ("embed_states", 0), ("processed_lens", 0)),
+    "zipformer": (("cached_len", 1), ("cached_avg", 1), ("cached_key", 2), ("cached_val2", 2),
+                  ("cached_val", 2), ("cached_conv1", 1), ("cached_conv2", 1)),
+}
+
+
+def batch_axis_from_table(model_type: str, state_name: str) -> int | None:
+    """The batch axis the family table gives for a state name, or None."""
+    for prefix, axis in _BATCH_AXIS_TABLE.get(model_type, ()):
+        if state_name.startswith(prefix):
+            return axis
+    return None
 
 
 @dataclass(frozen=True)
