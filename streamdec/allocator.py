@@ -54,7 +54,7 @@ import os
 import sys
 from typing import Mapping
 
-__all__ = ["configure", "trim", "wanted", "SETTINGS"]
+__all__ = ["configure", "trim", "rss_mb", "wanted", "SETTINGS"]
 
 # glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -105,6 +105,18 @@ def configure() -> dict[str, int]:
             if libc.mallopt(ctypes.c_int(param), ctypes.c_int(value)) == 1:
                 _applied[name] = value
     return _applied
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory in MB (``/proc/self/status``; None elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def trim() -> bool:

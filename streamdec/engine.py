@@ -404,6 +404,12 @@ class Engine:
             await loop.run_in_executor(self._second_pool, self._second.model.transcribe,
                                        silence)
 
+    async def release_memory(self) -> None:
+        """``Recognizer.release_memory`` on a decode thread: after the warm-up, and when the
+        engine has been idle a while (the server's caller decides when)."""
+        await asyncio.get_running_loop().run_in_executor(self._pool,
+                                                         self.recognizer.release_memory)
+
     async def stop(self) -> None:
         """Stop scheduling; wait for the batches in flight; close every stream."""
         if self._scheduler is not None:

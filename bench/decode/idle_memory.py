@@ -9,7 +9,8 @@ imported (the floor of any Python process running ONNX Runtime); the server's im
 ``onnx`` imported (the graph rewrites at load need it); the model loaded (``Recognizer``);
 ``allocator.trim()``; the engine warmed up as the server does it (``Engine.warm_up``:
 ``workers`` batches of ``max_batch`` silent streams at once); ``allocator.trim()`` again,
-after one turn of the loop (what the server does once warmed up, before any client); the
+after one turn of the loop; ONNX Runtime's arenas released (``Engine.release_memory``) and
+``allocator.trim()`` (what the server does once warmed up, before any client); the
 engine stopped (its decode threads end) and ``allocator.trim()``. The two arena settings are
 alternated, ``--runs`` each; medians. Without ``--model-dir``: the built-in model.
 
@@ -64,7 +65,10 @@ async def warm():
     steps.append(("warmed up", rss()))
     await asyncio.sleep(0)  # as the server does (ServerContext.warm_up), its decode threads
     allocator.trim()        # alive
-    steps.append(("trim (the server, before any client)", rss()))
+    steps.append(("warm-up trimmed", rss()))
+    await engine.release_memory()
+    allocator.trim()
+    steps.append(("arenas released, trim (the server, before any client)", rss()))
     sizes = (engine.workers, engine.max_batch)
     await engine.stop()
     allocator.trim()

@@ -296,6 +296,14 @@ class Recognizer:
             s.in_flight = True
         return DecodeBatch(tuple(ready), tuple(items))
 
+    def release_memory(self) -> None:
+        """Hand back the memory the model's runtime keeps for its largest runs so far (ONNX
+        Runtime's arenas: ``OnnxTransducer.release_arenas``; nothing for a model without
+        one). For when no decode runs; the next burst takes it again."""
+        release = getattr(self.model, "release_arenas", None)
+        if release is not None:
+            release()
+
     def silent_batch(self, size: int) -> DecodeBatch:
         """A batch of ``size`` new streams, each holding one chunk of silence, for a warm-up:
         compute it and drop it (its streams belong to nobody). A decode's memory (the C

@@ -380,6 +380,32 @@ class OnnxTransducer:
             next_states.insert(self._counter, states[self._counter] + self._chunk_shift)
         return out[0], next_states
 
+    def release_arenas(self) -> None:
+        """Hand back what ONNX Runtime's arenas hold beyond one silent stream's run: each
+        session runs once with arena shrinkage on (``memory.enable_memory_arena_shrinkage``),
+        which frees the arena's chunks no run is using. For when no decode runs (after the
+        warm-up, at idle): the next burst grows the arenas again. Nothing where the arena is
+        off (``ModelConfig.cpu_arena``)."""
+        if not self.config.cpu_arena:
+            return
+        import onnxruntime as ort
+
+        shrink = ort.RunOptions()
+        shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        states = self.state_layout.initial()
+        features = np.zeros((1, self.meta.chunk_frames, self.meta.feature_dim), np.float32)
+        encoder_out = self.encoder.run(None, dict(zip(self._enc_in, [features, *states])),
+                                       shrink)[0]
+        if self.batched_encoder is not None:
+            rows = [features] * BATCHED_FROM
+            self.batched_encoder.run(None, dict(zip(self._enc_in, [
+                np.concatenate(rows), *self.state_layout.stack([states] * BATCHED_FROM)])),
+                shrink)
+        contexts = np.full((1, self.meta.context_size), self.meta.blank_id, np.int64)
+        decoder_out = self.decoder.run(None, {self._dec_in: contexts}, shrink)[0]
+        self.joiner.run(None, {self._join_in[0]: encoder_out[:, 0],
+                               self._join_in[1]: decoder_out}, shrink)
+
     def decode(self, contexts: np.ndarray) -> np.ndarray:
         if self._one_at_a_time[1] and len(contexts) > 1:
             return np.concatenate([self.decode(contexts[i:i + 1]) for i in range(len(contexts))])

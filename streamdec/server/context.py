@@ -51,6 +51,9 @@ log = logging.getLogger("streamdec.server")
 LAG_TICK_SECONDS = 0.25
 #: a lag this long is logged (the loop ran nothing else meanwhile: every client waited)
 LAG_LOG_SECONDS = 0.5
+#: no stream for this long after streams ran: the decode's memory pools are handed back
+#: (``Engine.release_memory``, then ``allocator.trim``) until the next one comes
+IDLE_RELEASE_SECONDS = 10.0
 
 
 class ServerContext:
@@ -154,6 +157,7 @@ class ServerContext:
         # results (the states of every warm-up stream: 29 MB with k2-fsa's 3.3 M zipformer2)
         # until the loop runs them
         await asyncio.sleep(0)
+        await self.engine.release_memory()  # the warm-up's runs paid their first-run costs
         allocator.trim()
         log.info(json.dumps({"event": "warmed_up", "batches": self.engine.workers,
                              "max_batch": self.engine.max_batch,
@@ -197,10 +201,16 @@ class ServerContext:
         logged with them."""
         loop = asyncio.get_running_loop()
         metrics, engine = self.metrics, self.engine
+        idle_since = None  # when the last stream ended (None: streams run, or released)
         while True:
             due = loop.time() + LAG_TICK_SECONDS
             await asyncio.sleep(LAG_TICK_SECONDS)
             lag = max(0.0, loop.time() - due)
+            if engine.active_streams:
+                idle_since = loop.time()
+            elif idle_since is not None and loop.time() - idle_since >= IDLE_RELEASE_SECONDS:
+                idle_since = None
+                await self._release_memory()
             metrics.loop_lag.observe(lag)
             metrics.ready.set(engine.ready_streams)
             metrics.in_flight.set(engine.batches_in_flight)
@@ -214,6 +224,15 @@ class ServerContext:
                     "active_streams": engine.active_streams,
                     "ready_streams": engine.ready_streams,
                     "batches_in_flight": engine.batches_in_flight}))
+
+    async def _release_memory(self) -> None:
+        """The idle engine's memory pools and the heaps' free pages back to the system,
+        logged as ``memory_released`` with the process's resident memory after."""
+        before = allocator.rss_mb()
+        await self.engine.release_memory()
+        allocator.trim()
+        log.info(json.dumps({"event": "memory_released", "rss_mb_before": before,
+                             "rss_mb": allocator.rss_mb()}))
 
     @property
     def draining(self) -> bool:
