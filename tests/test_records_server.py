@@ -320,6 +320,9 @@ def test_sigkill_of_one_worker_loses_no_final_and_its_restart_writes_to_the_same
         assert len(stored) == len(set(stored))  # none twice
         missing = sorted(set(heard) - set(stored))
         assert missing == [], missing  # every final a client received
+        deadline = time.monotonic() + 60 * UNIT  # the new worker cuts, then it listens
+        while listening(server) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert listening(server) == 3 and worker_pids(server)[0] != victim
         after: list = []
         one = np.concatenate([speak(SENTENCES[0], d / "after.wav", voice="en-us+m3"),

@@ -50,6 +50,7 @@ APPS = {"streamdec": "/", "streamdec-metrics": "/metrics", "streamdec-health": "
 # instance to one machine (its node address is 127.0.0.1; its servers listen on loopback)
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 QUEUE_CACHE_ENV = "RAY_SERVE_QUEUE_LENGTH_CACHE_TIMEOUT_S"
+PROXY_READY_ENV = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"
 
 
 def deployment_options(ray_config: RayConfig) -> dict:
@@ -101,6 +102,10 @@ def _start_ray(ray_config: RayConfig) -> str | None:
     # open streams each time rather than trust the router's cached counts, which lag behind
     # a replica just started (and would send it nothing until they expire, 10 s)
     os.environ.setdefault(QUEUE_CACHE_ENV, "0")
+    # Serve gives a starting proxy 5 s to answer its readiness check, three times, then kills
+    # it and the deploy fails: a machine busy with other work (two cores, a test run beside)
+    # needs longer; 30 s still tells a proxy that cannot start
+    os.environ.setdefault(PROXY_READY_ENV, "30")
     if ray_config.address is not None:
         ray.init(address=ray_config.address, namespace=NAMESPACE,
                  logging_level=logging.WARNING)
