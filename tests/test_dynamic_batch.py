@@ -32,7 +32,8 @@ from decode_utils import decode_in_pieces, decode_together, finals, key
 from shared_data import REAL_MODEL
 from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig
 from streamdec.models.config import ModelConfig as _ModelConfig
-from streamdec.models.dynamic_batch import Refused, dynamic_batch
+from streamdec.errors import BatchRewriteRefused
+from streamdec.models.dynamic_batch import dynamic_batch
 from streamdec.models.graph import batched_model
 from streamdec.models.onnx_backend import open_batched_session
 from streamdec.models.repair import repair_lost_padding
@@ -250,7 +251,7 @@ def test_a_graph_the_rules_cannot_place_is_refused_naming_the_node(tmp_path, cap
     path = tmp_path / "encoder.onnx"
     _encoder_summing_over_the_batch(path)
     model = onnx.load(str(path))
-    with pytest.raises(Refused, match="ReduceSum 'over_batch' reduces the batch axis"):
+    with pytest.raises(BatchRewriteRefused, match="ReduceSum 'over_batch' reduces the batch axis"):
         dynamic_batch(model)
     assert model == onnx.load(str(path))  # untouched
     with caplog.at_level(logging.DEBUG, logger="streamdec"):

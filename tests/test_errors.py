@@ -16,6 +16,7 @@ CLASSES = ["StreamdecError", "ConfigError", "OptionError", "ModelLoadError", "Mo
            "AudioInputError",
            "AudioFileError", "MicrophoneError", "StreamStateError", "TokenizeError",
            "DecodeError", "ClientError", "EventRefused", "UploadError", "StoreError",
+           "BatchRewriteRefused",
            "Disconnected"]
 
 

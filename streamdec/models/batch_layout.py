@@ -5,7 +5,7 @@ it (its stride) under ``O`` rows outside it. A ``Reshape`` does not change ``(O,
 batch folded into a neighbouring axis (``[4, 1, 16, 95] -> [64, 95]``) is still found:
 ``Batch(k, o, s)`` says that at batch B the tensor's axis ``k`` holds ``o * B * s``
 (``o = s = 1``: the axis is the batch). ``streamdec.models.dynamic_batch`` follows it
-through a graph; ``Refused`` is what it raises where it cannot.
+through a graph; where it cannot, the pass raises ``errors.BatchRewriteRefused``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-__all__ = ["Refused", "Batch", "locate"]
-
-
-class Refused(Exception):
-    """The graph cannot be proven to batch exactly; the message names the node and why."""
+__all__ = ["Batch", "locate"]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .dynamic_batch import Refused, dynamic_batch
+from ..errors import BatchRewriteRefused
+from .dynamic_batch import dynamic_batch
 from .repair import repair_lost_padding
 
 __all__ = ["depthwise_conv1d_as_2d", "rewritten_model", "batched_model"]
@@ -75,7 +76,7 @@ def batched_model(path: Path, into: Path, speed: bool = True) -> bool:
     repair_lost_padding(model, path)
     try:
         dynamic_batch(model)
-    except Refused as e:
+    except BatchRewriteRefused as e:
         log.debug("%s: runs one stream at a time (no batched graph: %s)", path, e)
         return False
     if speed:
