@@ -41,7 +41,7 @@ from postgres_utils import PostgresServer
 from server_utils import UNIT, ServerProcess, get, run
 from shared_data import REAL_EN, REAL_MODEL
 from test_keywords import EARLY, LATE, _speech
-from test_telephony_webhook import Hook
+from test_telephony_webhook import Hook, hook  # noqa: F401  (the receiver fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 import twilio_replay  # noqa: E402
@@ -139,13 +139,6 @@ def start_message(call_id: str, custom: dict) -> str:
 
 
 # -- a call's own keywords: subscriber, SQLite store, webhook -----------------------------------
-@pytest.fixture(scope="module")
-def hook():
-    h = Hook()
-    yield h
-    h.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, hook):
     d = tmp_path_factory.mktemp("kwstore")

@@ -36,7 +36,7 @@ from streamdec.core.endpoint import EndpointConfig, EndpointRule
 from streamdec.textfmt import default_formatter
 from test_builtin_transcribe import speak
 from test_telephony import leg_finals, replay_args, to_int16, wait_for_log
-from test_telephony_webhook import Hook
+from test_telephony_webhook import Hook, hook  # noqa: F401  (the receiver fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 import audiofork_replay  # noqa: E402
@@ -45,13 +45,6 @@ import twilio_replay  # noqa: E402
 
 GAP = 0.6  # seconds between the two sentences: under the server's 1.2 s rule 2
 SHORT = 0.3  # a call's rule 2 that the gap passes
-
-
-@pytest.fixture(scope="module")
-def hook():
-    h = Hook()
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")

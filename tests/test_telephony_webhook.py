@@ -71,6 +71,8 @@ class Hook:
 
 @pytest.fixture(scope="module")
 def hook():
+    """A webhook receiver for a module's server (test_telephony_text and
+    test_telephony_keywords take it from here)."""
     h = Hook()
     yield h
     h.close()

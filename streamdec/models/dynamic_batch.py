@@ -18,8 +18,8 @@ runs N streams:
    on other axes, ``MatMul``, ``Conv`` on the batch axis 0, reductions and ``Softmax`` on
    other axes, ``(Un)Squeeze``); an op without
    a rule, a reduction, slice or concatenation across the batch, or a shape that is not
-   constant refuses the whole rewrite (``BatchRewriteRefused``, with the node and the reason): the
-   model then runs one stream at a time as before. Nothing is guessed.
+   constant refuses the whole rewrite (``errors.BatchRewriteRefused``, with the node and
+   the reason): the model then runs one stream at a time as before. Nothing is guessed.
 2. *Shapes.* Each constant ``Reshape`` target gets its batch axis from the features' batch
    at run time (``Shape(x)[0]``, computed once); an ``Expand`` target keeps 1 there; a
    batch-free tensor that meets batched ones where its shape must match (a ``Concat``, the
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BatchRewriteRefused
+from ..errors import BatchRewriteRefused as Refused
 from .batch_layout import Batch, locate
 from .states import batch_axis_from_table
 from .stream_quantization import PerStreamQuantization
@@ -161,15 +161,20 @@ class _Rewrite(PerStreamQuantization):
         if key not in self.cache:
             outer, inner = b.flat(dims)
             if dims[b.k] != b.o * b.s:
-                raise BatchRewriteRefused(f"{name!r} {dims} does not fit the batch at axis {b.k}")
+                raise Refused(f"{name!r} {dims} does not fit the batch at axis {b.k}")
             three = self.emit("Reshape", [name, self.const(np.array([outer, 1, inner]))],
                               "unbatched")
-            target = self.emit("Concat", [self.const(np.array([outer])), self.batch_size(),
-                                          self.const(np.array([inner]))], "shape", axis=0)
-            wide = self.emit("Expand", [three, target], "repeated")
-            self.cache[key] = self.emit("Reshape", [wide, self.shape_with_batch(dims, b)],
-                                        "repeated")
+            self.cache[key] = self.over_batch(three, dims, b, "repeated")
         return self.cache[key]
+
+    def over_batch(self, rows: str, dims: list[int], b: Batch, base: str) -> str:
+        """``rows``, broadcastable to ``[outer, B, inner]`` (``b.flat(dims)``), expanded to
+        that at the run's batch size and reshaped to ``dims`` with the batch at ``b``."""
+        outer, inner = b.flat(dims)
+        target = self.emit("Concat", [self.const(np.array([outer])), self.batch_size(),
+                                      self.const(np.array([inner]))], "shape", axis=0)
+        wide = self.emit("Expand", [rows, target], base)
+        return self.emit("Reshape", [wide, self.shape_with_batch(dims, b)], base)
 
     def attr(self, node, name: str, default=None):
         for a in node.attribute:
@@ -179,15 +184,15 @@ class _Rewrite(PerStreamQuantization):
 
     def constant(self, node, i: int) -> np.ndarray:
         if i >= len(node.input) or not node.input[i]:
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r} lacks input {i}")
+            raise Refused(f"{node.op_type} {node.name!r} lacks input {i}")
         value = self.consts.get(node.input[i])
         if value is None:
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: input {i} is not a constant")
+            raise Refused(f"{node.op_type} {node.name!r}: input {i} is not a constant")
         return value
 
     def shape(self, name: str) -> list[int]:
         if name not in self.dims:
-            raise BatchRewriteRefused(f"shape of {name!r} is not fixed by shape inference")
+            raise Refused(f"shape of {name!r} is not fixed by shape inference")
         return self.dims[name]
 
     # -- the pass ---------------------------------------------------------------------------
@@ -197,7 +202,7 @@ class _Rewrite(PerStreamQuantization):
             if id(node) in self.skip:
                 continue
             if node.domain not in ("", "ai.onnx"):
-                raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: domain {node.domain!r}")
+                raise Refused(f"{node.op_type} {node.name!r}: domain {node.domain!r}")
             batched = [name for name in node.input if name in self.batch]
             if not batched:
                 self.nodes.append(node)
@@ -208,7 +213,7 @@ class _Rewrite(PerStreamQuantization):
             elif node.op_type in _REDUCE:
                 rule = self._reduce
             if rule is None:
-                raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: no batch rule for this op")
+                raise Refused(f"{node.op_type} {node.name!r}: no batch rule for this op")
             rule(node)
 
     def keep(self, node, out: Batch) -> None:
@@ -226,10 +231,10 @@ class _Rewrite(PerStreamQuantization):
                 b, dims = self.batch[name], self.shape(name)
                 shift = rank - len(dims)
                 if dims[b.k] != out_dims[b.k + shift]:
-                    raise BatchRewriteRefused(f"{node.op_type} {node.name!r} broadcasts the batch axis")
+                    raise Refused(f"{node.op_type} {node.name!r} broadcasts the batch axis")
                 found.add(Batch(b.k + shift, b.o, b.s))
         if len(found) != 1:
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: inputs batched on different axes")
+            raise Refused(f"{node.op_type} {node.name!r}: inputs batched on different axes")
         out = found.pop()
         for i, name in enumerate(node.input):
             if not name or name in self.batch:
@@ -238,7 +243,7 @@ class _Rewrite(PerStreamQuantization):
             pos = out.k - (rank - len(dims))
             if pos >= 0 and dims[pos] != 1:
                 if len(dims) != rank:
-                    raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: {name!r} spans the batch")
+                    raise Refused(f"{node.op_type} {node.name!r}: {name!r} spans the batch")
                 node.input[i] = self.repeated(name, dims, out)
         self.keep(node, out)
 
@@ -253,19 +258,19 @@ class _Rewrite(PerStreamQuantization):
         out_dims = self.shape(node.output[0])
         out = locate(out_dims, *b.flat(dims))
         if out is None:
-            raise BatchRewriteRefused(f"Reshape {node.name!r} {dims} -> {out_dims} splits the batch")
+            raise Refused(f"Reshape {node.name!r} {dims} -> {out_dims} splits the batch")
         node.input[1] = self.shape_with_batch(out_dims, out)
         self.keep(node, out)
 
     def _Expand(self, node) -> None:
         if node.input[1] in self.batch:
-            raise BatchRewriteRefused(f"Expand {node.name!r}: a batched target")
+            raise Refused(f"Expand {node.name!r}: a batched target")
         target = self.constant(node, 1).astype(np.int64).reshape(-1)
         b, dims = self.batch[node.input[0]], self.shape(node.input[0])
         out_dims = self.shape(node.output[0])
         k = b.k + len(out_dims) - len(dims)
         if out_dims[k] != dims[b.k]:
-            raise BatchRewriteRefused(f"Expand {node.name!r} broadcasts the batch axis")
+            raise Refused(f"Expand {node.name!r} broadcasts the batch axis")
         pos = k - (len(out_dims) - len(target))
         if pos >= 0:
             target = target.copy()
@@ -278,7 +283,7 @@ class _Rewrite(PerStreamQuantization):
         axis = self.attr(node, "axis") % len(out_dims)
         found = {self.batch[n] for n in node.input if n in self.batch}
         if len(found) != 1 or next(iter(found)).k == axis:
-            raise BatchRewriteRefused(f"Concat {node.name!r} joins along the batch or across layouts")
+            raise Refused(f"Concat {node.name!r} joins along the batch or across layouts")
         out = found.pop()
         for i, name in enumerate(node.input):
             if name not in self.batch:
@@ -288,7 +293,7 @@ class _Rewrite(PerStreamQuantization):
     def _Slice(self, node) -> None:
         b, dims = self.batch[node.input[0]], self.shape(node.input[0])
         if any(n in self.batch for n in node.input[1:]):
-            raise BatchRewriteRefused(f"Slice {node.name!r}: batched bounds")
+            raise Refused(f"Slice {node.name!r}: batched bounds")
         starts, ends = self.constant(node, 1).reshape(-1), self.constant(node, 2).reshape(-1)
         axes = self.constant(node, 3).reshape(-1) if len(node.input) > 3 and node.input[3] \
             else np.arange(len(starts))
@@ -296,7 +301,7 @@ class _Rewrite(PerStreamQuantization):
             else np.ones(len(starts), np.int64)
         for a, s, e, st in zip(axes, starts, ends, steps):
             if a % len(dims) == b.k and not (s == 0 and e >= 2 ** 62 and st == 1):
-                raise BatchRewriteRefused(f"Slice {node.name!r} cuts the batch axis")
+                raise Refused(f"Slice {node.name!r} cuts the batch axis")
         self.keep(node, b)
 
     def _Gather(self, node) -> None:
@@ -304,28 +309,28 @@ class _Rewrite(PerStreamQuantization):
         dims = self.shape(data)
         axis = self.attr(node, "axis", 0) % len(dims)
         if data in self.batch and index in self.batch:
-            raise BatchRewriteRefused(f"Gather {node.name!r}: batched data and indices")
+            raise Refused(f"Gather {node.name!r}: batched data and indices")
         if index in self.batch:  # rows of a batch-free table picked per stream
             b = self.batch[index]
             self.keep(node, Batch(axis + b.k, b.o, b.s))
             return
         b = self.batch[data]
         if axis == b.k:
-            raise BatchRewriteRefused(f"Gather {node.name!r} picks along the batch")
+            raise Refused(f"Gather {node.name!r} picks along the batch")
         extra = len(self.shape(index)) - 1
         self.keep(node, Batch(b.k if b.k < axis else b.k + extra, b.o, b.s))
 
     def _GatherElements(self, node) -> None:
         data, index = node.input[0], node.input[1]
         if data not in self.batch:
-            raise BatchRewriteRefused(f"GatherElements {node.name!r}: batched indices of batch-free data")
+            raise Refused(f"GatherElements {node.name!r}: batched indices of batch-free data")
         b, dims = self.batch[data], self.shape(data)
         axis = self.attr(node, "axis", 0) % len(dims)
         if axis == b.k:
-            raise BatchRewriteRefused(f"GatherElements {node.name!r} picks along the batch")
+            raise Refused(f"GatherElements {node.name!r} picks along the batch")
         if index in self.batch:
             if self.batch[index] != b:
-                raise BatchRewriteRefused(f"GatherElements {node.name!r}: indices batched elsewhere")
+                raise Refused(f"GatherElements {node.name!r}: indices batched elsewhere")
         else:
             node.input[1] = self.repeated(index, self.shape(index), b)
         self.keep(node, b)
@@ -341,20 +346,20 @@ class _Rewrite(PerStreamQuantization):
             b, dims = self.batch[name], self.shape(name)
             k = b.k + out_rank - len(dims)
             if len(dims) < 2 or b.k == len(dims) - 1 - i or (i == 1 and b.k == len(dims) - 1):
-                raise BatchRewriteRefused(f"{node.op_type} {node.name!r} sums or pairs across the batch")
+                raise Refused(f"{node.op_type} {node.name!r} sums or pairs across the batch")
             found.add(Batch(k, b.o, b.s))
         if len(found) != 1:
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: operands batched differently")
+            raise Refused(f"{node.op_type} {node.name!r}: operands batched differently")
         out = found.pop()
         both = all(n in self.batch for n in node.input[:2])
         if both and out.k >= out_rank - 2:
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r} pairs rows of different streams")
+            raise Refused(f"{node.op_type} {node.name!r} pairs rows of different streams")
         for name in node.input[:2]:
             if name not in self.batch:
                 dims = self.shape(name)
                 lead = out.k - (out_rank - len(dims))
                 if out.k < out_rank - 2 and lead >= 0 and dims[lead] != 1:
-                    raise BatchRewriteRefused(f"{node.op_type} {node.name!r}: a batch-free operand spans "
+                    raise Refused(f"{node.op_type} {node.name!r}: a batch-free operand spans "
                                   "the batch axis")
         return out
 
@@ -364,7 +369,7 @@ class _Rewrite(PerStreamQuantization):
     def _Conv(self, node) -> None:
         b = self.batch[node.input[0]]
         if b.k != 0 or any(n in self.batch for n in node.input[1:]):
-            raise BatchRewriteRefused(f"Conv {node.name!r}: the batch is not axis 0 of its input only")
+            raise Refused(f"Conv {node.name!r}: the batch is not axis 0 of its input only")
         self.keep(node, b)
 
     def _reduce(self, node) -> None:
@@ -377,10 +382,10 @@ class _Rewrite(PerStreamQuantization):
             if self.attr(node, "noop_with_empty_axes", 0):
                 self.keep(node, b)
                 return
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r} reduces every axis")
+            raise Refused(f"{node.op_type} {node.name!r} reduces every axis")
         axes = [a % len(dims) for a in axes]
         if b.k in axes:
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r} reduces the batch axis")
+            raise Refused(f"{node.op_type} {node.name!r} reduces the batch axis")
         k = b.k if self.attr(node, "keepdims", 1) else b.k - sum(a < b.k for a in axes)
         self.keep(node, Batch(k, b.o, b.s))
 
@@ -389,7 +394,7 @@ class _Rewrite(PerStreamQuantization):
         default = -1 if self.opset >= 13 else 1
         axis = self.attr(node, "axis", default) % len(dims)
         if axis == b.k or (self.opset < 13 and axis < b.k):
-            raise BatchRewriteRefused(f"{node.op_type} {node.name!r} normalises across the batch")
+            raise Refused(f"{node.op_type} {node.name!r} normalises across the batch")
         self.keep(node, b)
 
     _Softmax = _LogSoftmax = _softmax
@@ -411,7 +416,7 @@ class _Rewrite(PerStreamQuantization):
         axes = [a % len(dims) for a in self._axes(node)] or \
             [i for i, d in enumerate(dims) if d == 1]
         if b.k in axes:
-            raise BatchRewriteRefused(f"Squeeze {node.name!r} drops the batch axis")
+            raise Refused(f"Squeeze {node.name!r} drops the batch axis")
         self.keep(node, Batch(b.k - sum(a < b.k for a in axes), b.o, b.s))
 
     # -- the graph's outputs ----------------------------------------------------------------
@@ -420,12 +425,12 @@ class _Rewrite(PerStreamQuantization):
         for output in self.graph.output:
             name = output.name
             if name not in self.batch:
-                raise BatchRewriteRefused(f"output {name!r} does not depend on the batch")
+                raise Refused(f"output {name!r} does not depend on the batch")
             b, dims = self.batch[name], self.shape(name)
             want = Batch(output_axes[name])
             if b != want:
                 if b.flat(dims) != want.flat(dims):
-                    raise BatchRewriteRefused(f"output {name!r}: the batch ends at {b}, not at axis "
+                    raise Refused(f"output {name!r}: the batch ends at {b}, not at axis "
                                   f"{want.k}")
                 # the same layout: a Reshape names the axis
                 inner = self.fresh("output")
@@ -454,7 +459,7 @@ def dynamic_batch(model) -> int:
     features (1, T, F) and inputs/outputs 1..k its states, batch fixed at 1) in place to
     take any batch (see the module docstring). Returns the number of
     ``DynamicQuantizeLinear`` nodes made per stream (0: none, the rewrite still made).
-    BatchRewriteRefused (``model`` untouched) where the graph cannot be proven to batch exactly."""
+    Refused (``model`` untouched) where the graph cannot be proven to batch exactly."""
     import copy
 
     meta = {p.key: p.value for p in model.metadata_props}
@@ -463,19 +468,19 @@ def dynamic_batch(model) -> int:
     inits = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     if not inputs or len(inputs) != len(graph.output):
-        raise BatchRewriteRefused(f"{len(inputs)} inputs and {len(graph.output)} outputs: not an "
+        raise Refused(f"{len(inputs)} inputs and {len(graph.output)} outputs: not an "
                       "encoder's features + states in, output + states out")
     axes = {inputs[0].name: 0}
     for inp in inputs[1:]:
         axis = batch_axis_from_table(model_type, inp.name)
         if axis is None:
-            raise BatchRewriteRefused(f"no known batch axis for state {inp.name!r} of {model_type!r}")
+            raise Refused(f"no known batch axis for state {inp.name!r} of {model_type!r}")
         axes[inp.name] = axis
     out_axes = {o.name: a for o, a in zip(graph.output, axes.values())}
     for info, axis in [*zip(inputs, axes.values()), *zip(graph.output, out_axes.values())]:
         dims = info.type.tensor_type.shape.dim
         if axis >= len(dims) or dims[axis].dim_value != 1:
-            raise BatchRewriteRefused(f"{info.name!r}: batch axis {axis} is not fixed at 1")
+            raise Refused(f"{info.name!r}: batch axis {axis} is not fixed at 1")
     work = copy.deepcopy(model)
     rewrite = _Rewrite(work, axes)
     rewrite.run()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BatchRewriteRefused
+from ..errors import BatchRewriteRefused as Refused
 from .dynamic_batch import dynamic_batch
 from .repair import repair_lost_padding
 
@@ -76,7 +76,7 @@ def batched_model(path: Path, into: Path, speed: bool = True) -> bool:
     repair_lost_padding(model, path)
     try:
         dynamic_batch(model)
-    except BatchRewriteRefused as e:
+    except Refused as e:
         log.debug("%s: runs one stream at a time (no batched graph: %s)", path, e)
         return False
     if speed:

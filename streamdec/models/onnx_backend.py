@@ -330,7 +330,8 @@ class OnnxTransducer:
         self._dec_in = self.decoder.get_inputs()[0].name
         self._join_in = [i.name for i in self.joiner.get_inputs()]
         if len(self._join_in) != 2:
-            raise ModelLoadError(f"{join_path}: joiner must take 2 inputs, has {len(self._join_in)}")
+            raise ModelLoadError(f"{join_path}: joiner must take 2 inputs, "
+                                 f"has {len(self._join_in)}")
         #: per network: its batch size is fixed at 1 (run a batch one row at a time)
         self._one_at_a_time = tuple(_fixed_batch(s, p) for s, p in (
             (self.encoder, enc_path), (self.decoder, dec_path), (self.joiner, join_path)))

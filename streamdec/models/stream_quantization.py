@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BatchRewriteRefused
+from ..errors import BatchRewriteRefused as Refused
 from .batch_layout import Batch
 
 __all__ = ["PerStreamQuantization"]
@@ -63,7 +63,7 @@ class PerStreamQuantization:
     """The rule for ``DynamicQuantizeLinear`` (and the MatMulInteger chains that read it) of
     ``_Rewrite``, the pass it is mixed into (which provides ``emit``, ``const``, ``shape``,
     ``batch``, ``readers``, ``consts``, ``skip``, ``cache``, ``shape_with_batch``,
-    ``batch_size``, ``attr``, ``opset`` and ``_matmul_batch``)."""
+    ``batch_size``, ``over_batch``, ``attr``, ``opset`` and ``_matmul_batch``)."""
 
     def _DynamicQuantizeLinear(self, node) -> None:
         x, (q, scale, zp) = node.input[0], node.output
@@ -72,19 +72,19 @@ class PerStreamQuantization:
         if not users or any(u.op_type != "MatMulInteger" or u.input[0] != q
                             or len(u.input) < 4 or u.input[2] != zp for u in users) \
                 or any(r.op_type != "MatMulInteger" for r in self.readers.get(zp, [])):
-            raise BatchRewriteRefused(f"DynamicQuantizeLinear {node.name!r}: read by other than "
+            raise Refused(f"DynamicQuantizeLinear {node.name!r}: read by other than "
                           "MatMulInteger (codes, zero point)")
         chains = [self._chain(u, scale) for u in users]
         scale_users = {id(n) for n in self.readers.get(scale, [])}
         if scale_users != {id(c[2]) for c in chains}:
-            raise BatchRewriteRefused(f"DynamicQuantizeLinear {node.name!r}: its scale is read by other "
+            raise Refused(f"DynamicQuantizeLinear {node.name!r}: its scale is read by other "
                           "than the scale products of its MatMulIntegers")
         outs = {id(c[1]) for c in chains}
         if any(id(r) not in outs for c in chains for r in self.readers[c[2].output[0]]):
-            raise BatchRewriteRefused(f"DynamicQuantizeLinear {node.name!r}: a scale product is read by "
+            raise Refused(f"DynamicQuantizeLinear {node.name!r}: a scale product is read by "
                           "other than its MatMulIntegers' outputs")
         if b.k == len(dims) - 1:
-            raise BatchRewriteRefused(f"DynamicQuantizeLinear {node.name!r}: the batch in the axis its "
+            raise Refused(f"DynamicQuantizeLinear {node.name!r}: the batch in the axis its "
                           "products sum over")
         outer, inner = b.flat(dims)
         f32 = lambda v: self.const(np.array(v, np.float32))  # noqa: E731
@@ -119,25 +119,25 @@ class PerStreamQuantization:
 
     def _chain(self, mmi, scale: str) -> tuple:
         """MatMulInteger -> Cast(float) -> Mul(., Mul(scale, weight scale)): its nodes and
-        the weight scale; BatchRewriteRefused for anything else."""
+        the weight scale; Refused for anything else."""
         def only_reader(name: str, op: str):
             readers = self.readers.get(name, [])
             if len(readers) != 1 or readers[0].op_type != op:
-                raise BatchRewriteRefused(f"{mmi.name!r}: {name!r} is not read by one {op}")
+                raise Refused(f"{mmi.name!r}: {name!r} is not read by one {op}")
             return readers[0]
 
         cast = only_reader(mmi.output[0], "Cast")
         if self.attr(cast, "to") != 1:
-            raise BatchRewriteRefused(f"{cast.name!r} does not cast to float")
+            raise Refused(f"{cast.name!r} does not cast to float")
         out = only_reader(cast.output[0], "Mul")
         other = out.input[1] if out.input[0] == cast.output[0] else out.input[0]
         product = next((n for n in self.readers.get(scale, []) if n.output[0] == other), None)
         if product is None or product.op_type != "Mul":
-            raise BatchRewriteRefused(f"{out.name!r} is not multiplied by its quantization scale product")
+            raise Refused(f"{out.name!r} is not multiplied by its quantization scale product")
         w_scale = product.input[1] if product.input[0] == scale else product.input[0]
         if w_scale not in self.consts or mmi.input[1] not in self.consts \
                 or mmi.input[3] not in self.consts:
-            raise BatchRewriteRefused(f"{mmi.name!r}: weights, weight scale and zero point must be "
+            raise Refused(f"{mmi.name!r}: weights, weight scale and zero point must be "
                           "constants")
         for n in (mmi, cast, out, product):
             self.skip.add(id(n))
@@ -149,16 +149,11 @@ class PerStreamQuantization:
         batched at ``b``."""
         key = ("spread", per_stream, tuple(dims), b, to)
         if key not in self.cache:
-            outer, inner = b.flat(dims)
             if to is not None:
                 per_stream = self.emit("Cast", [per_stream], "per_stream", to=to)
             rows = self.emit("Reshape", [per_stream, self.const(np.array([1, -1, 1]))],
                              "per_stream")
-            target = self.emit("Concat", [self.const(np.array([outer])), self.batch_size(),
-                                          self.const(np.array([inner]))], "shape", axis=0)
-            wide = self.emit("Expand", [rows, target], "per_stream")
-            self.cache[key] = self.emit("Reshape", [wide, self.shape_with_batch(dims, b)],
-                                        "per_stream")
+            self.cache[key] = self.over_batch(rows, dims, b, "per_stream")
         return self.cache[key]
 
     def _per_stream_matmul(self, chain, quantized: "_Quantized") -> None:
@@ -171,14 +166,14 @@ class PerStreamQuantization:
         per_column = weights.ndim == 2
         if n == 0 or not all(v.size == 1 or (per_column and v.shape == (n,))
                              for v in (w_zp, ws)):
-            raise BatchRewriteRefused(f"{mmi.name!r}: weights {weights.shape}, zero point {w_zp.shape}, "
+            raise Refused(f"{mmi.name!r}: weights {weights.shape}, zero point {w_zp.shape}, "
                           f"scale {ws.shape}: neither per tensor nor per column")
         b = self._matmul_batch(mmi)
         out_dims = self.shape(mmi.output[0])
         centred = weights.astype(np.int64) - w_zp.astype(np.int64).reshape(-1)
         column_sums = centred.sum(axis=-2, keepdims=True)
         if np.abs(column_sums).max(initial=0) * 255 >= 2 ** 31:
-            raise BatchRewriteRefused(f"{mmi.name!r}: the zero-point correction could overflow int32")
+            raise Refused(f"{mmi.name!r}: the zero-point correction could overflow int32")
         # The codes go to the same integer kernel (ONNX Runtime's MatMulInteger) with a zero
         # point of 0: sum_k q (W - W_zp); minus zp * sum_k (W - W_zp), in int32, is
         # sum_k (q - zp)(W - W_zp), the original's integers (the kernel's own arithmetic
