@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,13 @@ def test_readme_figures_are_the_projects_own():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
     assert ci == "bash scripts/install-test-deps.sh && python3 -m pytest -q"
     assert f"```sh\n{ci}\n```" in readme
+    # "runs that second one (two processes)": pytest's options in pyproject.toml, with
+    # pytest-xdist in the test extra the first command installs
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "-n 2" in project["tool"]["pytest"]["ini_options"]["addopts"]
+    assert any(d.startswith("pytest-xdist") for d in
+               project["project"]["optional-dependencies"]["test"])
+    assert "CI (`.ci/run`) runs that second one (two processes)." in " ".join(readme.split())
     port = ServerConfig().port
     assert f"# port {port}; a captioning page at http://localhost:{port}/" in readme
     name = "sherpa-onnx-streaming-zipformer-en-2023-06-26"
