@@ -266,6 +266,22 @@ def server_events(lines: list[tuple[float, str]], t0: float) -> dict:
     return {"counts": counts, "stalls": sorted(stalls[:40], key=lambda e: e["t"])}
 
 
+async def connections_logged(server: Target, since: float, count: int,
+                             wait: float = 5.0) -> None:
+    """Wait until streamdec has logged ``count`` ``connection`` events since ``since`` (it
+    logs one when a connection's resources are released, just after its close, so the
+    last ones can follow the clients' end), at most ``wait`` seconds; other servers log no
+    such events."""
+    if server.log is None or not server.name.startswith("streamdec"):
+        return
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        logged = sum(e.get("event") == "connection" for _, e in log_events(server.log.since(since)))
+        if logged >= count:
+            return
+        await asyncio.sleep(0.05)
+
+
 # -- one client ----------------------------------------------------------------------------------
 @dataclass
 class Program:
@@ -599,6 +615,7 @@ async def load(args, streams: int, server: Target, utts, pacing: Pacing,
     for task in pending:
         task.cancel()
     results = await asyncio.gather(*tasks, return_exceptions=True)
+    await connections_logged(server, t0 - 1.0, streams)
     sampling.cancel()
     watching.cancel()
     for s, r in zip(stats, results):
