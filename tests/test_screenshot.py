@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.captions.screenshot import (MADE_BY, SCREENSHOT, VIEWPORT, png_info,  # noqa: E402
-                                       save, tagged)
+from bench.captions.screenshot import (MADE_BY, SCREENSHOT, UPDATE, VIEWPORT,  # noqa: E402
+                                       png_info, save, tagged, target)
 
 
 def test_the_docs_picture_is_the_one_the_page_test_makes():
@@ -24,7 +24,7 @@ def test_the_docs_picture_is_the_one_the_page_test_makes():
     assert (width, height) == (VIEWPORT["width"], VIEWPORT["height"])
     assert tags.get("made-by") == MADE_BY, "docs/captioning-page.png was not made by the " \
         "page's test: run tests/test_web.py::test_page_captions_the_microphone_as_" \
-        "transcribe_does"
+        f"transcribe_does with {UPDATE}=1"
     finals = json.loads(tags["finals"])
     assert finals and all(re.search(r"[a-z]", f) and re.search(r"[.?!]$", f) for f in finals)
 
@@ -44,3 +44,10 @@ def test_save_writes_only_when_the_finals_differ(tmp_path):
     assert path.read_bytes() == first
     assert save(png, ["[00:01.00 - 00:02.00] Hello.", "[00:03.00 - 00:04.00] Bye."], path)
     assert json.loads(png_info(path.read_bytes())[2]["finals"])[-1].endswith("Bye.")
+
+
+def test_the_page_test_writes_the_docs_picture_only_when_asked(tmp_path):
+    elsewhere = tmp_path / "page.png"
+    assert target(elsewhere, {}) == elsewhere
+    assert target(elsewhere, {UPDATE: "0"}) == elsewhere
+    assert target(elsewhere, {UPDATE: "1"}) == SCREENSHOT

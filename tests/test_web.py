@@ -228,7 +228,9 @@ def test_page_captions_the_microphone_as_transcribe_does(server, browser, played
     assert download(page, "#download-txt") == "".join(r.display + "\n" for r in finals)
     assert download(page, "#download-srt") == subtitles(formatted, "srt")
     assert pictured == page_finals(page)[:len(pictured)] and pictured  # the first final
-    screenshot.save(picture, pictured)  # docs/captioning-page.png, when the finals differ
+    # docs/captioning-page.png when asked (and the finals differ), else beside the test's
+    # other outputs
+    screenshot.save(picture, pictured, screenshot.target(tmp_path / "captioning-page.png"))
 
 
 # -- the page's SRT rules against streamdec.files.formats ------------------------------------------
