@@ -474,3 +474,22 @@ def test_the_cpp_server_gets_batches_of_one_for_this_fixed_batch_export(model_di
     chosen = sherpa_server_args(Settings(files=files, model_args=(), model_type="zipformer2",
                                          max_batch=8))
     assert chosen[-1] == "--max-batch-size=8"
+
+
+def test_the_decode_benchmarks_run_sherpa_onnx_one_stream_per_call_on_it(rec, dev):
+    """sherpa-onnx's batched decode fails on this fixed-batch export; the in-process
+    benchmarks (throughput, overhead, profile) decode its streams one call each, and two
+    streams at a time then give what one at a time gives."""
+    from bench.common.peer import batch_fixed_at_one, sherpa_recognizer
+    from bench.decode.batch_decode import decode_sherpa
+
+    assert batch_fixed_at_one(rec.model_files.encoder)
+    srec = sherpa_recognizer(rec.model_files, "zipformer2", "greedy_search", 4)
+    utts = [dev[u] for u in PARITY_UTTS]
+    frames = rec.meta.chunk_frames, rec.meta.encoder_frame_seconds
+    alone = decode_sherpa(srec, utts, 1, *frames, one_at_a_time=True)
+    together = decode_sherpa(srec, utts, 2, *frames, one_at_a_time=True)
+    assert together.transcripts == alone.transcripts
+    assert all(len(symbols) >= 3 for symbols, _ in alone.transcripts.values())
+    with pytest.raises(RuntimeError, match="index: 0 Got: 2 Expected: 1"):
+        decode_sherpa(srec, utts, 2, *frames)  # why: its batched call is refused

@@ -146,6 +146,17 @@ def sherpa_recognizer(files: ModelFiles, model_type: str, method: str, beam: int
             enable_endpoint_detection=endpoint, provider=provider)
 
 
+def batch_fixed_at_one(encoder: Path) -> bool:
+    """Whether ``encoder``'s export fixes its batch at 1 (k2-fsa's ``-mobile`` zipformer2):
+    sherpa-onnx then decodes one stream per call (its batched calls fail on such a model;
+    streamdec runs it one stream at a time or through its batched rewrite)."""
+    import onnx
+
+    dims = onnx.load(str(encoder), load_external_data=False).graph.input[0].type \
+        .tensor_type.shape.dim
+    return bool(dims) and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+
+
 def sherpa_loadable(files: ModelFiles, folder: Path) -> ModelFiles:
     """``files`` with each network that needs streamdec's lost-padding repair replaced by its
     repaired copy written into ``folder`` (which must outlive their loading); the others

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from bench.common.peer import SHERPA_METHODS, sherpa_loadable
+from bench.common.peer import SHERPA_METHODS, batch_fixed_at_one, sherpa_loadable
 from streamdec.models.files import ModelFiles
 
 __all__ = ["Settings", "Target", "ServerLog", "PEERS", "REPORT_KEYS", "free_port", "proc_sample", "process_tree",
@@ -253,12 +253,7 @@ def _sherpa_batch(encoder: Path) -> int:
     """The C++ server's batch size by default: SHERPA_MAX_BATCH, or 1 for an encoder whose
     export fixes the batch at 1 (k2-fsa's ``-mobile`` zipformer2: the C++ server, batching
     such a model, drops every connection; streamdec runs it one stream at a time)."""
-    import onnx
-
-    dims = onnx.load(str(encoder), load_external_data=False).graph.input[0].type \
-        .tensor_type.shape.dim
-    return 1 if dims and dims[0].HasField("dim_value") and dims[0].dim_value == 1 \
-        else SHERPA_MAX_BATCH
+    return 1 if batch_fixed_at_one(encoder) else SHERPA_MAX_BATCH
 
 
 def start_sherpa_onnx(settings: Settings) -> Target:

@@ -151,8 +151,10 @@ def sherpa_tail(tail_frames: int, rate: int) -> np.ndarray:
 
 
 def decode_sherpa(srec, utts: Sequence[Utterance], k: int, tail_frames: int,
-                  frame_seconds: float) -> Decoded:
-    """``utts`` through a sherpa-onnx OnlineRecognizer, ``k`` streams at a time."""
+                  frame_seconds: float, one_at_a_time: bool = False) -> Decoded:
+    """``utts`` through a sherpa-onnx OnlineRecognizer, ``k`` streams at a time: the ready
+    ones in one call, or one call each when ``one_at_a_time`` (a model whose export fixes
+    its batch at 1: ``bench.common.peer.batch_fixed_at_one``)."""
     def start(u: Utterance):
         s = srec.create_stream()
         s.accept_waveform(u.rate, np.concatenate([u.samples, sherpa_tail(tail_frames, u.rate)]))
@@ -161,7 +163,10 @@ def decode_sherpa(srec, utts: Sequence[Utterance], k: int, tail_frames: int,
 
     def step(streams) -> None:
         ready = [s for s in streams if srec.is_ready(s)]
-        if ready:
+        if ready and one_at_a_time:
+            for s in ready:
+                srec.decode_stream(s)
+        elif ready:
             srec.decode_streams(ready)
 
     def finished(s) -> Transcript | None:

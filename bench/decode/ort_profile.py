@@ -37,7 +37,8 @@ from bench.common.abtest import (alternate, bench_parser, load_average, machine,
                                  print_table, main, workload)
 from bench.decode.batch_decode import decode_sherpa, decode_streamdec  # noqa: E402
 from bench.common.peer import (SHERPA_METHODS, add_graph_rewrites_option,  # noqa: E402
-                               model_config, model_report, sherpa_recognizer)
+                               batch_fixed_at_one, model_config, model_report,
+                               sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.models.onnx_backend import open_session  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -94,7 +95,8 @@ def run_sherpa(args, rec, utts, k: int, method: str, workdir: Path) -> dict:
     srec = sherpa_recognizer(rec.model_files, meta.model_type, SHERPA_METHODS[method],
                              args.beam, args.threads[0], provider=f"cpu:{cfg}")
     t0 = time.process_time()
-    decode_sherpa(srec, utts, k, meta.chunk_frames, meta.encoder_frame_seconds)
+    decode_sherpa(srec, utts, k, meta.chunk_frames, meta.encoder_frame_seconds,
+                  batch_fixed_at_one(rec.model_files.encoder))
     cpu = time.process_time() - t0
     del srec
     gc.collect()

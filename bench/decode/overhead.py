@@ -38,7 +38,7 @@ from bench.common.abtest import (alternate, bench_parser, load_average, machine,
                                  print_table, ratio, spread, main, workload)
 from bench.decode.batch_decode import decode_sherpa, decode_streamdec  # noqa: E402
 from bench.common.peer import (SHERPA_METHODS, add_arena_option, model_config,  # noqa: E402
-                               model_report, sherpa_recognizer)
+                               batch_fixed_at_one, model_report, sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.models import load_model  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -128,6 +128,7 @@ def measure(args) -> dict:
         rec = Recognizer(config, model=model)
         meta = rec.meta
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
+        one_each = batch_fixed_at_one(rec.model_files.encoder)  # sherpa-onnx: a call each
         for method in searches:
             search = SearchConfig(method=method, beam=args.beam)
             step = TimedStep(rec.resources.search(search))
@@ -151,7 +152,7 @@ def measure(args) -> dict:
 
                 def theirs():
                     run = decode_sherpa(srec, utts, k, meta.chunk_frames,
-                                        meta.encoder_frame_seconds)
+                                        meta.encoder_frame_seconds, one_each)
                     return {"decode": run.seconds - run.feature_seconds,
                             "features": run.feature_seconds}
 

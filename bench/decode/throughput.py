@@ -48,7 +48,8 @@ from bench.decode.batch_decode import (count_identical, decode_sherpa,  # noqa: 
                                        decode_streamdec, decode_streamdec_engine, digest)
 from bench.common.peer import (SHERPA_METHODS, add_arena_option,  # noqa: E402
                                add_graph_rewrites_option, add_shared_states_option, model_config,
-                               model_report, sherpa_recognizer)
+                               batch_fixed_at_one, model_report,
+                               sherpa_recognizer)
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig  # noqa: E402
 from streamdec.models import StateLayout  # noqa: E402
 from streamdec.search import SearchConfig  # noqa: E402
@@ -158,7 +159,9 @@ def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: in
     """One configuration per recognizer of ``recs`` (by arena and state setting), all of them and
     sherpa-onnx alternated over ``args.runs``; each compared with sherpa-onnx's runs."""
     search = SearchConfig(method=method, beam=args.beam)
-    meta = next(iter(recs.values())).meta
+    rec0 = next(iter(recs.values()))
+    meta = rec0.meta
+    one_each = batch_fixed_at_one(rec0.model_files.encoder)  # sherpa-onnx: a call each
 
     def ours(rec):
         return ((lambda: decode_streamdec(rec, utts, k, search)) if driver == "recognizer" else
@@ -166,7 +169,7 @@ def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: in
 
     runs = alternate(args.runs, *[ours(rec) for rec in recs.values()],
                      lambda: decode_sherpa(srec, utts, k, meta.chunk_frames,
-                                           meta.encoder_frame_seconds))
+                                           meta.encoder_frame_seconds, one_each))
     theirs = runs[-1]
     twall = [audio / r.seconds for r in theirs]
     tcpu = [audio / r.cpu_seconds for r in theirs]
