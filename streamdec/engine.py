@@ -24,6 +24,13 @@ it (``Recognizer.gather``, loop thread), computes it in a worker thread
 loop goes on computing features meanwhile: at the end of each turn of the loop, those of
 every chunk made whole in it, in one fbank call) and commits it back on the loop thread
 (``Recognizer.commit``). So each stream is touched by one thread only: the loop's.
+A model whose encoder runs batches under ``Recognizer.batch_from`` streams one call per
+stream (an export with a fixed batch of 1) gains nothing from a batch below that: while the
+ready streams and those expected to become ready within the wait (the free open streams'
+chunks, at one per stream per chunk of audio) cannot reach it, the oldest ready stream goes
+alone at once, in a worker thread of its own (``small_batch``), so the streams' chunks run
+side by side on the cores; once the ready streams reach it (the workers busy: load), they
+batch as any model's do.
 A stream whose decode fails ends alone with its error; ``workers`` batches may be in
 flight at once (each stream in at most one).
 
@@ -67,7 +74,8 @@ from .errors import ConfigError, DecodeError, StreamdecError
 from .search import SearchConfig
 from .validation import require_finite
 
-__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver", "run_stream", "sizes_for"]
+__all__ = ["EngineConfig", "Engine", "LiveStream", "EngineObserver", "run_stream", "sizes_for",
+           "small_batch"]
 
 log = logging.getLogger("streamdec")
 
@@ -105,6 +113,21 @@ class EngineConfig:
         if not (0 < self.max_pending_seconds < 3600):
             raise ConfigError("engine: max_pending_seconds must be in (0, 3600): "
                               f"{self.max_pending_seconds}")
+
+
+def small_batch(ready: int, could_join: int, batch_from: int | None, free: int,
+                wait_left: float, chunk_seconds: float) -> bool:
+    """Whether ``ready`` streams (of the ``could_join`` that one batch could hold) are a
+    batch too small to be worth waiting for or computing together, on a model whose encoder
+    computes ``batch_from`` streams or more in one call (None: never): below it, even with
+    the chunks expected from ``free`` open streams (neither ready nor in flight) within the
+    ``wait_left`` seconds of the wait, one chunk each per ``chunk_seconds`` of audio. The
+    engine then decodes the oldest alone, now."""
+    if batch_from == 1 or ready >= (batch_from or ready + 1):
+        return False
+    if batch_from is None or could_join < batch_from:
+        return True
+    return ready + free * max(0.0, wait_left) / chunk_seconds < batch_from
 
 
 def sizes_for(config: EngineConfig, weights: int) -> tuple[int, int]:
@@ -336,6 +359,9 @@ class Engine:
         self.config = config or EngineConfig()
         #: streams in one batch and batches at once (the config's, or by the model)
         self.max_batch, self.workers = sizes_for(self.config, recognizer.meta.weights)
+        self._batch_from = recognizer.batch_from
+        self._chunk_seconds = recognizer.meta.chunk_shift \
+            * recognizer.config.features.frame_shift_ms / 1000
         self.observer = observer
         frame_shift = recognizer.config.features.frame_shift_ms / 1000
         self.max_pending_frames = max(int(self.config.max_pending_seconds / frame_shift),
@@ -702,9 +728,13 @@ class Engine:
                         if ready else None)
             # no wait when no other stream could join (one live stream: a microphone)
             could_join = min(self.max_batch, len(self._streams) - self._busy)
-            if ready and (len(ready) >= could_join or now >= deadline):
+            alone = ready and small_batch(
+                len(ready), could_join, self._batch_from,
+                len(self._streams) - self._busy - len(ready), deadline - now,
+                self._chunk_seconds)
+            if ready and (alone or len(ready) >= could_join or now >= deadline):
                 batch = self.recognizer.gather([live.stream for live in ready],
-                                               limit=self.max_batch)
+                                               limit=1 if alone else self.max_batch)
                 for stream in batch.streams:
                     self._ready.pop(self._streams[stream], None)
                 return batch

@@ -153,6 +153,9 @@ def test_the_published_encoder_gets_a_batched_graph(rec, tmp_path):
     # off with the other speed rewrites
     off = _recognizer(_model_dir(), graph_rewrites=False)
     assert off.model.batched_encoder is None
+    # what the engine batches by: 4 streams or more in one call, or every batch one call
+    # per stream
+    assert (rec.batch_from, off.batch_from) == (4, None)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7])

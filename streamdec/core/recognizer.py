@@ -296,6 +296,13 @@ class Recognizer:
             s.in_flight = True
         return DecodeBatch(tuple(ready), tuple(items))
 
+    @property
+    def batch_from(self) -> int | None:
+        """The fewest streams the model's encoder computes in one call (fewer run one call
+        each: ``OnnxTransducer.batch_from``); None: every batch runs one call per stream;
+        1 for a model that takes any batch (every model without the attribute)."""
+        return getattr(self.model, "batch_from", 1)
+
     def release_memory(self) -> None:
         """Hand back the memory the model's runtime keeps for its largest runs so far (ONNX
         Runtime's arenas: ``OnnxTransducer.release_arenas``; nothing for a model without

@@ -338,6 +338,10 @@ class OnnxTransducer:
         #: the encoder rewritten to take any batch (None: none, or not fixed at 1)
         self.batched_encoder = open_batched_session(enc_path, config) \
             if self._one_at_a_time[0] else None
+        #: the fewest streams the encoder computes in one call (fewer run one call each);
+        #: None: every batch runs one call per stream (``Engine`` batches by it)
+        self.batch_from = (1 if not self._one_at_a_time[0] else
+                           BATCHED_FROM if self.batched_encoder is not None else None)
         self._chunk_shift = contract.chunk_shift
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
