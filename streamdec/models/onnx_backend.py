@@ -46,7 +46,8 @@ from .weights import onnx_weight_count
 log = logging.getLogger("streamdec")
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
-           "open_session", "open_batched_session", "batch_axis_from_table", "FAMILIES"]
+           "open_session", "open_network", "open_batched_session", "batch_axis_from_table",
+           "FAMILIES"]
 
 #: the encoder families (metadata ``model_type``) whose streaming layout streamdec runs
 FAMILIES = ("zipformer2", "zipformer", "conformer", "lstm")
@@ -83,17 +84,36 @@ _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
 def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     """An ONNX Runtime session on ``path`` with ``config``'s threads and memory settings;
     ``profile``: a file prefix for ONNX Runtime's own profiler (``bench/decode/ort_profile.py``)."""
+    return _open(path, config, profile)[0]
+
+
+def open_network(path: Path, config: ModelConfig):
+    """``(session, rows_alone)``: a session on one of a transducer's networks as
+    ``open_session`` makes it, its ``DynamicQuantizeLinear`` nodes made per stream where
+    the graph has a dynamic batch (``streamdec.models.dynamic_batch.per_stream_quantization``;
+    with ``config.graph_rewrites``). ``rows_alone``: the loaded graph still quantizes a
+    whole batch with one scale (the rewrite refused, or off; logged), so a batch must run
+    one row per call for each row to get what it gets alone."""
+    return _open(path, config, None, per_stream=True)
+
+
+def _open(path: Path, config: ModelConfig, profile: str | None, per_stream: bool = False):
     import onnxruntime as ort
 
     if not path.is_file():
         raise ModelLoadError(f"{path}: model file not found")
     opts = _session_options(config, profile)
-    session = _rewritten_session(path, opts, speed=config.graph_rewrites)
+    session, rows_alone = _rewritten_session(path, opts, config.graph_rewrites, per_stream)
+    if rows_alone:
+        say = log.warning if config.graph_rewrites else log.info
+        say("%s: its DynamicQuantizeLinear nodes quantize a whole batch with one scale and "
+            "are not made per stream (%s); each row of a batch runs in a call of its own",
+            path, rows_alone)
     if session is not None:
-        return session
+        return session, bool(rows_alone)
     try:
         return ort.InferenceSession(str(path), sess_options=opts,
-                                    providers=["CPUExecutionProvider"])
+                                    providers=["CPUExecutionProvider"]), bool(rows_alone)
     except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200]})") from e
@@ -157,33 +177,37 @@ def open_batched_session(path: Path, config: ModelConfig):
             return None
 
 
-def _rewritten_session(path: Path, opts, speed: bool):
-    """A session on ``path``'s graph after ``streamdec.models.graph``'s rewrites (``speed``:
-    the speed ones too; written to a temporary file: a session made from bytes keeps them), or
-    None where none applies, or where the rewrite cannot be made or loaded (logged): the
-    caller loads the file as it is, and ONNX Runtime's own error, if any, is the one
-    reported. ModelLoadError for a lost pad step the repair cannot prove safe."""
+def _rewritten_session(path: Path, opts, speed: bool, per_stream: bool = False):
+    """``(session, rows_alone)``: a session on ``path``'s graph after
+    ``streamdec.models.graph``'s rewrites (``speed``: the speed ones too; ``per_stream``:
+    quantization per stream too; written to a temporary file: a session made from bytes
+    keeps them), or None where none applies, or where the rewrite cannot be made or loaded
+    (logged): the caller loads the file as it is, and ONNX Runtime's own error, if any, is
+    the one reported. ``rows_alone``: why the graph then loaded quantizes across the batch
+    ("": it does not). ModelLoadError for a lost pad step the repair cannot prove safe."""
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
         rewritten = Path(tmp) / path.name
         try:
-            if not rewritten_model(path, rewritten, speed=speed):
-                return None
+            done = rewritten_model(path, rewritten, speed=speed, per_stream=per_stream)
         except ModelLoadError:
             raise
         except Exception as e:  # onnx cannot read it (ONNX Runtime says why), or no disk space
             say = log.warning if speed else log.debug
             say("%s: graph not rewritten (%s: %s); loading the file as it is", path,
                 type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e) else "")
-            return None
+            return None, ""
+        alone = done.refused if done.across_batch and not done.per_stream else ""
+        if not done.written:
+            return None, alone
         try:
             return ort.InferenceSession(str(rewritten), sess_options=opts,
-                                        providers=["CPUExecutionProvider"])
+                                        providers=["CPUExecutionProvider"]), alone
         except Exception as e:
             log.warning("%s: the rewritten graph did not load (%s: %s); loading the file as "
                         "it is", path, type(e).__name__, str(e).strip().splitlines()[0][:200])
-            return None
+            return None, "the rewritten graph did not load" if done.across_batch else ""
 
 
 def onnx_meta_weights(files: ModelFiles) -> int:
@@ -320,9 +344,9 @@ class OnnxTransducer:
         self.config = config
         self.files = files
         enc_path, dec_path, join_path = files.encoder, files.decoder, files.joiner
-        self.encoder = open_session(enc_path, config)
-        self.decoder = open_session(dec_path, config)
-        self.joiner = open_session(join_path, config)
+        self.encoder, enc_alone = open_network(enc_path, config)
+        self.decoder, dec_alone = open_network(dec_path, config)
+        self.joiner, join_alone = open_network(join_path, config)
         contract = read_encoder_contract(self.encoder, enc_path)
         self.state_layout = contract.state_layout
         self._counter = contract.frame_counter
@@ -332,12 +356,14 @@ class OnnxTransducer:
         if len(self._join_in) != 2:
             raise ModelLoadError(f"{join_path}: joiner must take 2 inputs, "
                                  f"has {len(self._join_in)}")
-        #: per network: its batch size is fixed at 1 (run a batch one row at a time)
-        self._one_at_a_time = tuple(_fixed_batch(s, p) for s, p in (
+        fixed = tuple(_fixed_batch(s, p) for s, p in (
             (self.encoder, enc_path), (self.decoder, dec_path), (self.joiner, join_path)))
+        #: per network: run a batch one row at a time (its batch size is fixed at 1, or its
+        #: quantization spans the batch; see ``open_network``)
+        self._one_at_a_time = tuple(f or alone for f, alone in zip(
+            fixed, (enc_alone, dec_alone, join_alone)))
         #: the encoder rewritten to take any batch (None: none, or not fixed at 1)
-        self.batched_encoder = open_batched_session(enc_path, config) \
-            if self._one_at_a_time[0] else None
+        self.batched_encoder = open_batched_session(enc_path, config) if fixed[0] else None
         self._chunk_shift = contract.chunk_shift
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
