@@ -1,0 +1,227 @@
+"""Networks exported with a dynamic batch whose ``DynamicQuantizeLinear`` nodes quantize a
+whole batch with one scale: the real ``-mobile`` model's int8 joiner (chosen by
+``ModelConfig.int8``, ``--int8``), read from ``../shared/models/`` (a missing folder fails,
+naming where it was looked for), with real speech from ``../shared/data/real-en/``.
+
+- as published, a row's logits depend on its batch mates (shown on real joiner inputs);
+- made per stream at load (``streamdec.models.dynamic_batch.per_stream_quantization``),
+  each row of a batch (real rows mixed with loud noise and silence rows; batches of 1, 2, 9,
+  33) gets exactly (tolerance 0) what the rewritten graph gives it alone and what the
+  published graph gives it alone (batch 1);
+- with ``graph_rewrites = false``, or where the rewrite is refused (a graph it cannot
+  place), such a network runs one row per call, and the log says so;
+- streams decoded together with the int8 files (greedy, modified beam) give each
+  utterance's finals decoded alone: token ids, times and scores alike.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import soundfile
+from onnx import TensorProto, helper
+
+from decode_utils import decode_in_pieces, decode_together, finals, key
+from shared_data import REAL_EN, REAL_MODEL
+from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig
+from streamdec.errors import BatchRewriteRefused
+from streamdec.models.dynamic_batch import per_stream_quantization, quantizes_across_batch
+from streamdec.models.onnx_backend import open_network
+from streamdec.search import SearchConfig
+
+JOINER = "joiner-epoch-12-avg-2-chunk-16-left-64.int8.onnx"
+#: real utterances the end-to-end check decodes (read sentences; numbers and
+#: spelled letters)
+CLIPS = ("mini_librispeech_train_clean_5/audio/LibriSpeech/train-clean-5/1088/134315/"
+         "1088-134315-0002.opus",
+         "mini_librispeech_train_clean_5/audio/LibriSpeech/train-clean-5/1088/134315/"
+         "1088-134315-0000.opus",
+         "an4/audio/wav/test/an4test_clstk/fjlp/an417-fjlp-b.opus",
+         "an4/audio/wav/test/an4test_clstk/fjlp/an420-fjlp-b.opus")
+
+
+def _joiner_path():
+    path = REAL_MODEL / JOINER
+    if not path.is_file():
+        pytest.fail(f"real model missing: {REAL_MODEL} must hold {JOINER} (the shared models "
+                    "folder beside the repository; see docs/models.md)")
+    return path
+
+
+def _recognizer(**model_kw) -> Recognizer:
+    _joiner_path()
+    return Recognizer(RecognizerConfig(
+        model=ModelConfig(model_dir=str(REAL_MODEL), int8=True, **model_kw),
+        endpoint=EndpointConfig(enabled=False)))
+
+
+def _audio(clip: str) -> np.ndarray:
+    path = REAL_EN / clip
+    if not path.is_file():
+        pytest.fail(f"real speech missing: {path} (the shared data folder beside the "
+                    "repository)")
+    samples, rate = soundfile.read(str(path), dtype="float32")
+    assert rate == 16000, path
+    return samples
+
+
+@pytest.fixture(scope="module")
+def rec() -> Recognizer:
+    return _recognizer()
+
+
+@pytest.fixture(scope="module")
+def published():
+    return ort.InferenceSession(str(_joiner_path()), providers=["CPUExecutionProvider"])
+
+
+class _Recording:
+    """A joiner session that keeps the rows of each call's inputs."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.rows: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def run(self, names, feeds):
+        enc, dec = feeds.values()
+        self.rows += [(np.array(e), np.array(d)) for e, d in zip(enc, dec)]
+        return self.session.run(names, feeds)
+
+
+@pytest.fixture(scope="module")
+def rows(rec) -> tuple[np.ndarray, np.ndarray]:
+    """Real joiner inputs: (encoder frame, decoder output) rows of one utterance's greedy
+    decode, 64 of them spread over it."""
+    joiner = rec.model.joiner
+    rec.model.joiner = recording = _Recording(joiner)
+    try:
+        decode_in_pieces(rec, _audio(CLIPS[0]), 3200)
+    finally:
+        rec.model.joiner = joiner
+    assert len(recording.rows) >= 200, len(recording.rows)
+    pick = np.linspace(0, len(recording.rows) - 1, 64).astype(int)
+    return (np.stack([recording.rows[i][0] for i in pick]),
+            np.stack([recording.rows[i][1] for i in pick]))
+
+
+def _mixed(rows, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of ``n``: real rows, every third row loud noise, every fifth silence."""
+    enc, dec = rows
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(enc), n, replace=False)
+    e, d = enc[pick].copy(), dec[pick].copy()
+    e[2::3] = rng.normal(0.0, 40.0, e[2::3].shape)
+    e[4::5], d[4::5] = 0.0, 0.0
+    return e, d
+
+
+def _join(session, e: np.ndarray, d: np.ndarray) -> np.ndarray:
+    return session.run(None, {"encoder_out": e, "decoder_out": d})[0]
+
+
+def _alone(session, e: np.ndarray, d: np.ndarray) -> np.ndarray:
+    return np.concatenate([_join(session, e[i:i + 1], d[i:i + 1]) for i in range(len(e))])
+
+
+def test_the_published_int8_joiner_scores_a_row_by_its_batch_mates(rows, published):
+    e, d = _mixed(rows, 9, seed=1)
+    assert quantizes_across_batch(onnx.load(str(_joiner_path())))
+    together, alone = _join(published, e, d), _alone(published, e, d)
+    real = [i for i in range(9) if i % 3 != 2 and i % 5 != 4]
+    # each real row moves by more than 0.01 in some logit beside its loud batch mates
+    assert min(float(np.abs(together[i] - alone[i]).max()) for i in real) > 0.01
+
+
+def test_the_joiner_is_made_per_stream_at_load(rec):
+    model = onnx.load(str(_joiner_path()))
+    assert per_stream_quantization(model) == 1
+    assert not quantizes_across_batch(model)
+    assert [n.op_type for n in model.graph.node].count("DynamicQuantizeLinear") == 0
+    assert not isinstance(rec.model.joiner.get_inputs()[0].shape[0], int)  # a dynamic batch
+    assert rec.model.files.joiner.name == JOINER
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 33])
+def test_each_row_gets_exactly_what_it_gets_alone(rec, rows, published, n):
+    e, d = _mixed(rows, n, seed=n)
+    together = rec.model.join(e, d)
+    assert np.abs(together - _alone(rec.model.joiner, e, d)).max() == 0.0
+    assert np.abs(together - _alone(published, e, d)).max() == 0.0
+
+
+def test_with_rewrites_off_the_int8_joiner_runs_one_row_per_call(rows, published, caplog):
+    with caplog.at_level(logging.INFO, logger="streamdec"):
+        off = _recognizer(graph_rewrites=False)
+    assert f"{JOINER}: its DynamicQuantizeLinear nodes quantize a whole batch" in caplog.text
+    assert "(graph rewrites are off); each row of a batch runs in a call of its own" \
+        in caplog.text
+    e, d = _mixed(rows, 9, seed=4)
+    assert np.abs(off.model.join(e, d) - _alone(published, e, d)).max() == 0.0
+
+
+def _dequantizing_graph(path) -> None:
+    """A network of dynamic batch whose quantized codes are read by a DequantizeLinear:
+    what the per-stream rule has no rule for."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "zp"], name="dql"),
+             helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="back")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_a_graph_the_rule_cannot_place_runs_one_row_per_call(tmp_path, caplog):
+    path = tmp_path / "joiner.int8.onnx"
+    _dequantizing_graph(path)
+    model = onnx.load(str(path))
+    assert quantizes_across_batch(model)
+    with pytest.raises(BatchRewriteRefused, match="'dql': read by other than MatMulInteger"):
+        per_stream_quantization(model)
+    assert model == onnx.load(str(path))  # untouched
+    with caplog.at_level(logging.WARNING, logger="streamdec"):
+        session, rows_alone = open_network(path, ModelConfig())
+    assert rows_alone is True
+    assert "'dql': read by other than MatMulInteger" in caplog.text
+    assert "each row of a batch runs in a call of its own" in caplog.text
+    x = np.array([[0.5, -1, 2, 0], [100, 3, -7, 1]], np.float32)
+    assert session.run(None, {"x": x})[0].shape == (2, 4)
+
+
+class _Counting:
+    """The joiner session, counting the rows of each call."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.sizes: list[int] = []
+
+    def run(self, names, feeds):
+        self.sizes.append(len(next(iter(feeds.values()))))
+        return self.session.run(names, feeds)
+
+
+@pytest.mark.parametrize("method", ["greedy", "modified_beam"])
+def test_streams_decoded_together_with_int8_files_give_each_alone(rec, method):
+    search = SearchConfig(method=method, beam=4) if method != "greedy" else \
+        SearchConfig(method=method)
+    audios = [_audio(c) for c in CLIPS]
+    alone = [finals(decode_in_pieces(rec, a, 3200, search=search)) for a in audios]
+    joiner = rec.model.joiner
+    rec.model.joiner = counting = _Counting(joiner)
+    try:
+        streams = [rec.create_stream(search=search) for _ in audios]
+        together = [finals(ev) for ev in decode_together(rec, streams, audios, 1600)]
+    finally:
+        rec.model.joiner = joiner
+    assert max(counting.sizes) >= (4 if method == "greedy" else 16)
+    for clip, a, t in zip(CLIPS, alone, together):
+        assert len(a) == 1 and len(a[0].token_ids) >= 3, clip
+        assert key(t) == key(a), clip
+        assert t[0].text == a[0].text
+        np.testing.assert_allclose([r.score for r in t], [r.score for r in a], rtol=0,
+                                   atol=0, err_msg=clip)
