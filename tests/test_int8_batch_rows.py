@@ -12,11 +12,20 @@ naming where it was looked for), with real speech from ``../shared/data/real-en/
   place), such a network runs one row per call, and the log says so;
 - streams decoded together with the int8 files (greedy, modified beam) give each
   utterance's finals decoded alone: token ids, times and scores alike.
+
+And on the int8 files icefall's exporters write with a dynamic batch (random weights,
+``tests/fixtures/published-layouts``; four families): the decoders and joiners are made
+per stream (a batch of contexts: each row exactly as alone); the encoders (their shapes
+computed from ``Shape`` nodes, which the rule cannot place) are refused, logged, and run
+one stream per call, so streams decoded together still equal each decoded alone (the
+decoders compared with the published graph after streamdec's other rewrites, which change
+the order of float sums in their depthwise convolutions).
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -30,7 +39,7 @@ from shared_data import REAL_EN, REAL_MODEL
 from streamdec import EndpointConfig, ModelConfig, Recognizer, RecognizerConfig
 from streamdec.errors import BatchRewriteRefused
 from streamdec.models.dynamic_batch import per_stream_quantization, quantizes_across_batch
-from streamdec.models.onnx_backend import open_network
+from streamdec.models.onnx_backend import open_network, open_session
 from streamdec.search import SearchConfig
 
 JOINER = "joiner-epoch-12-avg-2-chunk-16-left-64.int8.onnx"
@@ -223,5 +232,51 @@ def test_streams_decoded_together_with_int8_files_give_each_alone(rec, method):
         assert len(a) == 1 and len(a[0].token_ids) >= 3, clip
         assert key(t) == key(a), clip
         assert t[0].text == a[0].text
+        np.testing.assert_allclose([r.score for r in t], [r.score for r in a], rtol=0,
+                                   atol=0, err_msg=clip)
+
+
+LAYOUTS = Path(__file__).parent / "fixtures" / "published-layouts"
+#: the fixture families with int8 files of dynamic batch
+INT8_LAYOUTS = ["A-streaming-zipformer2-chunk-16-left-128", "B-streaming-zipformer-v1",
+                "C-streaming-conformer", "D-lstm"]
+
+
+@pytest.mark.parametrize("layout", INT8_LAYOUTS)
+def test_icefall_int8_exports_decoders_per_stream_encoders_one_per_call(layout, caplog):
+    folder = LAYOUTS / layout
+    with caplog.at_level(logging.WARNING, logger="streamdec"):
+        rec = Recognizer(RecognizerConfig(model=ModelConfig(model_dir=str(folder), int8=True),
+                                          endpoint=EndpointConfig(enabled=False)))
+    encoder = rec.model.files.encoder.name
+    assert encoder.endswith(".int8.onnx")
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and f"{encoder}: its DynamicQuantizeLinear" in warned[0]
+    assert "Shape '" in warned[0] and "no batch rule for this op" in warned[0]
+    assert rec.model._one_at_a_time == (True, False, False)
+    # the published graph with streamdec's other rewrites (the decoders' depthwise
+    # convolutions as 2-D change the order of float sums), without the per-stream one
+    published = open_session(rec.model.files.decoder, ModelConfig())
+    rng = np.random.default_rng(5)
+    contexts = rng.integers(0, rec.meta.vocab_size, (9, rec.meta.context_size))
+    contexts[4] = rec.meta.blank_id
+    got = rec.model.decode(contexts)
+    for session in (rec.model.decoder, published):
+        alone = np.concatenate([session.run(None, {"y": contexts[i:i + 1]})[0]
+                                for i in range(9)])
+        assert np.abs(got - alone).max() == 0.0
+
+
+def test_an_icefall_int8_model_decodes_streams_together_as_alone():
+    rec = Recognizer(RecognizerConfig(
+        model=ModelConfig(model_dir=str(LAYOUTS / INT8_LAYOUTS[0]), int8=True),
+        endpoint=EndpointConfig(enabled=False)))
+    search = SearchConfig(method="modified_beam", beam=4)
+    audios = [_audio(c)[:48000] for c in CLIPS]
+    alone = [finals(decode_in_pieces(rec, a, 3200, search=search)) for a in audios]
+    streams = [rec.create_stream(search=search) for _ in audios]
+    together = [finals(ev) for ev in decode_together(rec, streams, audios, 1600)]
+    for clip, a, t in zip(CLIPS, alone, together):
+        assert len(a) == 1 and key(t) == key(a), clip
         np.testing.assert_allclose([r.score for r in t], [r.score for r in a], rtol=0,
                                    atol=0, err_msg=clip)

@@ -14,9 +14,9 @@ runs N streams:
    rows, which a ``Reshape`` does not change. A tensor's batch is kept as ``(k, o, s)``: at
    batch ``B`` its axis ``k`` holds ``o * B * s`` (``o = s = 1``: the axis is the batch;
    ``streamdec.models.batch_layout``). Each op has its rule (elementwise with
-   broadcasting, ``Transpose``, ``Reshape``, ``Expand``, ``Concat``/``Slice``/``Gather*``
-   on other axes, ``MatMul``, ``Conv`` on the batch axis 0, reductions and ``Softmax`` on
-   other axes, ``(Un)Squeeze``); an op without
+   broadcasting, ``DequantizeLinear`` with constant scales, ``Transpose``, ``Reshape``,
+   ``Expand``, ``Concat``/``Slice``/``Gather*`` on other axes, ``MatMul``, ``Conv`` on the
+   batch axis 0, reductions and ``Softmax`` on other axes, ``(Un)Squeeze``); an op without
    a rule, a reduction, slice or concatenation across the batch, or a shape that is not
    constant refuses the whole rewrite (``errors.BatchRewriteRefused``, with the node and
    the reason): the model then runs one stream at a time as before. Nothing is guessed.
@@ -372,6 +372,19 @@ class _Rewrite(PerStreamQuantization):
         b = self.batch[node.input[0]]
         if b.k != 0 or any(n in self.batch for n in node.input[1:]):
             raise Refused(f"Conv {node.name!r}: the batch is not axis 0 of its input only")
+        self.keep(node, b)
+
+    def _DequantizeLinear(self, node) -> None:
+        """Constant scale and zero point (one, or one per slice of an axis other than the
+        batch): elementwise."""
+        b, dims = self.batch[node.input[0]], self.shape(node.input[0])
+        scale = self.constant(node, 1)
+        if len(node.input) > 2 and node.input[2]:
+            self.constant(node, 2)
+        axis = self.attr(node, "axis", 1) % len(dims)
+        if scale.size != 1 and (axis == b.k or b.o * b.s != 1):
+            raise Refused(f"DequantizeLinear {node.name!r}: a scale per slice of the batch "
+                          "axis")
         self.keep(node, b)
 
     def _reduce(self, node) -> None:
