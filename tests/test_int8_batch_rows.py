@@ -88,29 +88,29 @@ def published():
     return ort.InferenceSession(str(_joiner_path()), providers=["CPUExecutionProvider"])
 
 
-class _Recording:
-    """A joiner session that keeps the rows of each call's inputs."""
+class _Joins:
+    """A model's ``join``, keeping the rows of each call and their count."""
 
-    def __init__(self, session) -> None:
-        self.session = session
+    def __init__(self, model) -> None:
+        self.join = model.join
         self.rows: list[tuple[np.ndarray, np.ndarray]] = []
+        self.sizes: list[int] = []
 
-    def run(self, names, feeds):
-        enc, dec = feeds.values()
-        self.rows += [(np.array(e), np.array(d)) for e, d in zip(enc, dec)]
-        return self.session.run(names, feeds)
+    def __call__(self, encoder_out, decoder_out):
+        self.rows += [(np.array(e), np.array(d)) for e, d in zip(encoder_out, decoder_out)]
+        self.sizes.append(len(encoder_out))
+        return self.join(encoder_out, decoder_out)
 
 
 @pytest.fixture(scope="module")
 def rows(rec) -> tuple[np.ndarray, np.ndarray]:
     """Real joiner inputs: (encoder frame, decoder output) rows of one utterance's greedy
     decode, 64 of them spread over it."""
-    joiner = rec.model.joiner
-    rec.model.joiner = recording = _Recording(joiner)
+    rec.model.join = recording = _Joins(rec.model)
     try:
         decode_in_pieces(rec, _audio(CLIPS[0]), 3200)
     finally:
-        rec.model.joiner = joiner
+        del rec.model.join
     assert len(recording.rows) >= 200, len(recording.rows)
     pick = np.linspace(0, len(recording.rows) - 1, 64).astype(int)
     return (np.stack([recording.rows[i][0] for i in pick]),
@@ -145,13 +145,19 @@ def test_the_published_int8_joiner_scores_a_row_by_its_batch_mates(rows, publish
     assert min(float(np.abs(together[i] - alone[i]).max()) for i in real) > 0.01
 
 
-def test_the_joiner_is_made_per_stream_at_load(rec):
+def test_the_joiner_is_made_per_stream_at_load(rec, rows, published):
     model = onnx.load(str(_joiner_path()))
     assert per_stream_quantization(model) == 1
     assert not quantizes_across_batch(model)
     assert [n.op_type for n in model.graph.node].count("DynamicQuantizeLinear") == 0
     assert not isinstance(rec.model.joiner.get_inputs()[0].shape[0], int)  # a dynamic batch
     assert rec.model.files.joiner.name == JOINER
+    network = open_network(_joiner_path(), ModelConfig(), one_row=True)
+    assert network.rows_alone is False and network.one_row is not None
+    # calls of one row go to the published graph (fewer nodes): the same numbers
+    e, d = _mixed(rows, 5, seed=2)
+    for session in (network.one_row, network.session):
+        assert np.abs(_alone(session, e, d) - _alone(published, e, d)).max() == 0.0
 
 
 @pytest.mark.parametrize("n", [1, 2, 9, 33])
@@ -194,24 +200,13 @@ def test_a_graph_the_rule_cannot_place_runs_one_row_per_call(tmp_path, caplog):
         per_stream_quantization(model)
     assert model == onnx.load(str(path))  # untouched
     with caplog.at_level(logging.WARNING, logger="streamdec"):
-        session, rows_alone = open_network(path, ModelConfig())
-    assert rows_alone is True
+        network = open_network(path, ModelConfig(), one_row=True)
+    assert network.rows_alone is True and network.one_row is None
+    session = network.session
     assert "'dql': read by other than MatMulInteger" in caplog.text
     assert "each row of a batch runs in a call of its own" in caplog.text
     x = np.array([[0.5, -1, 2, 0], [100, 3, -7, 1]], np.float32)
     assert session.run(None, {"x": x})[0].shape == (2, 4)
-
-
-class _Counting:
-    """The joiner session, counting the rows of each call."""
-
-    def __init__(self, session) -> None:
-        self.session = session
-        self.sizes: list[int] = []
-
-    def run(self, names, feeds):
-        self.sizes.append(len(next(iter(feeds.values()))))
-        return self.session.run(names, feeds)
 
 
 @pytest.mark.parametrize("method", ["greedy", "modified_beam"])
@@ -220,13 +215,12 @@ def test_streams_decoded_together_with_int8_files_give_each_alone(rec, method):
         SearchConfig(method=method)
     audios = [_audio(c) for c in CLIPS]
     alone = [finals(decode_in_pieces(rec, a, 3200, search=search)) for a in audios]
-    joiner = rec.model.joiner
-    rec.model.joiner = counting = _Counting(joiner)
+    rec.model.join = counting = _Joins(rec.model)
     try:
         streams = [rec.create_stream(search=search) for _ in audios]
         together = [finals(ev) for ev in decode_together(rec, streams, audios, 1600)]
     finally:
-        rec.model.joiner = joiner
+        del rec.model.join
     assert max(counting.sizes) >= (4 if method == "greedy" else 16)
     for clip, a, t in zip(CLIPS, alone, together):
         assert len(a) == 1 and len(a[0].token_ids) >= 3, clip

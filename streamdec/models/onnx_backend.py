@@ -31,7 +31,7 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -46,8 +46,8 @@ from .weights import onnx_weight_count
 log = logging.getLogger("streamdec")
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
-           "open_session", "open_network", "open_batched_session", "batch_axis_from_table",
-           "FAMILIES"]
+           "open_session", "open_network", "Network", "open_batched_session",
+           "batch_axis_from_table", "FAMILIES"]
 
 #: the encoder families (metadata ``model_type``) whose streaming layout streamdec runs
 FAMILIES = ("zipformer2", "zipformer", "conformer", "lstm")
@@ -87,17 +87,35 @@ def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     return _open(path, config, profile)[0]
 
 
-def open_network(path: Path, config: ModelConfig):
-    """``(session, rows_alone)``: a session on one of a transducer's networks as
-    ``open_session`` makes it, its ``DynamicQuantizeLinear`` nodes made per stream where
-    the graph has a dynamic batch (``streamdec.models.dynamic_batch.per_stream_quantization``;
-    with ``config.graph_rewrites``). ``rows_alone``: the loaded graph still quantizes a
-    whole batch with one scale (the rewrite refused, or off; logged), so a batch must run
-    one row per call for each row to get what it gets alone."""
-    return _open(path, config, None, per_stream=True)
+@dataclass(frozen=True)
+class Network:
+    """One of a transducer's networks as ``open_network`` loads it."""
+
+    session: Any  # the ONNX Runtime session a batch runs on
+    #: the loaded graph still quantizes a whole batch with one scale: run a batch one row
+    #: per call for each row to get what it gets alone
+    rows_alone: bool = False
+    #: for calls of one row, where ``session`` is the per-stream copy: the graph as
+    #: published (streamdec's other rewrites made), which gives a row exactly what
+    #: ``session`` gives it, in fewer nodes (None: ``session``)
+    one_row: Any = None
+
+
+def open_network(path: Path, config: ModelConfig, one_row: bool = False) -> Network:
+    """One of a transducer's networks, its session as ``open_session`` makes it, and its
+    ``DynamicQuantizeLinear`` nodes made per stream where the graph has a dynamic batch
+    (``streamdec.models.dynamic_batch.per_stream_quantization``; with
+    ``config.graph_rewrites``), else ``rows_alone`` (the rewrite refused, or off; logged).
+    ``one_row``: where made per stream, a second session on the graph without that
+    rewrite, for calls of one row (a small network's: a decoder's or joiner's)."""
+    session, rows_alone, made = _open(path, config, None, per_stream=True)
+    single = _open(path, config, None)[0] if made and one_row else None
+    return Network(session, rows_alone, single)
 
 
 def _open(path: Path, config: ModelConfig, profile: str | None, per_stream: bool = False):
+    """``(session, rows_alone, made)``: see ``open_network`` (``made``: the session's graph
+    is the per-stream copy)."""
     import onnxruntime as ort
 
     if not path.is_file():
@@ -110,10 +128,10 @@ def _open(path: Path, config: ModelConfig, profile: str | None, per_stream: bool
             "are not made per stream (%s); each row of a batch runs in a call of its own",
             path, rows_alone)
     if session is not None:
-        return session, bool(rows_alone)
+        return session, bool(rows_alone), rows_alone is None
     try:
         return ort.InferenceSession(str(path), sess_options=opts,
-                                    providers=["CPUExecutionProvider"]), bool(rows_alone)
+                                    providers=["CPUExecutionProvider"]), bool(rows_alone), False
     except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200]})") from e
@@ -184,7 +202,8 @@ def _rewritten_session(path: Path, opts, speed: bool, per_stream: bool = False):
     keeps them), or None where none applies, or where the rewrite cannot be made or loaded
     (logged): the caller loads the file as it is, and ONNX Runtime's own error, if any, is
     the one reported. ``rows_alone``: why the graph then loaded quantizes across the batch
-    ("": it does not). ModelLoadError for a lost pad step the repair cannot prove safe."""
+    ("": it does not; None: it is the per-stream copy). ModelLoadError for a lost pad step
+    the repair cannot prove safe."""
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
@@ -203,7 +222,8 @@ def _rewritten_session(path: Path, opts, speed: bool, per_stream: bool = False):
             return None, alone
         try:
             return ort.InferenceSession(str(rewritten), sess_options=opts,
-                                        providers=["CPUExecutionProvider"]), alone
+                                        providers=["CPUExecutionProvider"]), \
+                None if done.per_stream else alone
         except Exception as e:
             log.warning("%s: the rewritten graph did not load (%s: %s); loading the file as "
                         "it is", path, type(e).__name__, str(e).strip().splitlines()[0][:200])
@@ -344,9 +364,11 @@ class OnnxTransducer:
         self.config = config
         self.files = files
         enc_path, dec_path, join_path = files.encoder, files.decoder, files.joiner
-        self.encoder, enc_alone = open_network(enc_path, config)
-        self.decoder, dec_alone = open_network(dec_path, config)
-        self.joiner, join_alone = open_network(join_path, config)
+        networks = (open_network(enc_path, config), open_network(dec_path, config, True),
+                    open_network(join_path, config, True))
+        self.encoder, self.decoder, self.joiner = (n.session for n in networks)
+        #: per network: the session for calls of one row (``Network.one_row``)
+        self._one_row = tuple(n.one_row for n in networks)
         contract = read_encoder_contract(self.encoder, enc_path)
         self.state_layout = contract.state_layout
         self._counter = contract.frame_counter
@@ -360,8 +382,7 @@ class OnnxTransducer:
             (self.encoder, enc_path), (self.decoder, dec_path), (self.joiner, join_path)))
         #: per network: run a batch one row at a time (its batch size is fixed at 1, or its
         #: quantization spans the batch; see ``open_network``)
-        self._one_at_a_time = tuple(f or alone for f, alone in zip(
-            fixed, (enc_alone, dec_alone, join_alone)))
+        self._one_at_a_time = tuple(f or n.rows_alone for f, n in zip(fixed, networks))
         #: the encoder rewritten to take any batch (None: none, or not fixed at 1)
         self.batched_encoder = open_batched_session(enc_path, config) if fixed[0] else None
         self._chunk_shift = contract.chunk_shift
@@ -429,18 +450,25 @@ class OnnxTransducer:
                 np.concatenate(rows), *self.state_layout.stack([states] * BATCHED_FROM)])),
                 shrink)
         contexts = np.full((1, self.meta.context_size), self.meta.blank_id, np.int64)
-        decoder_out = self.decoder.run(None, {self._dec_in: contexts}, shrink)[0]
-        self.joiner.run(None, {self._join_in[0]: encoder_out[:, 0],
-                               self._join_in[1]: decoder_out}, shrink)
+        for decoder in (self.decoder, self._one_row[1]):
+            if decoder is not None:
+                decoder_out = decoder.run(None, {self._dec_in: contexts}, shrink)[0]
+        for joiner in (self.joiner, self._one_row[2]):
+            if joiner is not None:
+                joiner.run(None, {self._join_in[0]: encoder_out[:, 0],
+                                  self._join_in[1]: decoder_out}, shrink)
 
     def decode(self, contexts: np.ndarray) -> np.ndarray:
         if self._one_at_a_time[1] and len(contexts) > 1:
             return np.concatenate([self.decode(contexts[i:i + 1]) for i in range(len(contexts))])
-        return self.decoder.run(None, {self._dec_in: contexts})[0]
+        session = self._one_row[1] if len(contexts) == 1 and self._one_row[1] else self.decoder
+        return session.run(None, {self._dec_in: contexts})[0]
 
     def join(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
         if self._one_at_a_time[2] and len(encoder_out) > 1:
             return np.concatenate([self.join(encoder_out[i:i + 1], decoder_out[i:i + 1])
                                    for i in range(len(encoder_out))])
-        return self.joiner.run(None, {self._join_in[0]: encoder_out,
-                                      self._join_in[1]: decoder_out})[0]
+        session = self._one_row[2] if len(encoder_out) == 1 and self._one_row[2] else \
+            self.joiner
+        return session.run(None, {self._join_in[0]: encoder_out,
+                                  self._join_in[1]: decoder_out})[0]

@@ -1,13 +1,16 @@
-"""Joiner cost per row of an int8 joiner exported with a dynamic batch (its
-``DynamicQuantizeLinear`` scaling a whole batch at once): the published graph called once
-for the batch (each row's logits depending on its batch mates), the graph streamdec loads
-(each row quantized with its own scale, ``streamdec.models.dynamic_batch
-.per_stream_quantization``) called once for the batch, and the published graph called once
-per row (what streamdec runs where that rewrite is refused or rewrites are off), A/B
+"""What it costs that each stream's rows are quantized alone, for int8 networks exported
+with a dynamic batch (their ``DynamicQuantizeLinear`` scaling a whole batch at once), A/B
 alternated in the same run.
 
-    python bench/decode/per_stream_joiner.py --out per-stream-joiner.json \\
+    python bench/decode/per_stream_int8.py --out per-stream-int8.json \\
         --model-dir ../shared/models/kws-zipformer-gigaspeech-3.3M-mobile --int8
+
+*The joiner* (``configurations``): the published graph called once for a batch (each row's
+logits depending on its batch mates), the graph streamdec loads (each row quantized with
+its own scale, ``streamdec.models.dynamic_batch.per_stream_quantization``) called once for
+the batch (streamdec sends a call of one row to the published graph instead: the same
+numbers), and the published graph called once per row (what streamdec runs where that
+rewrite is refused or rewrites are off).
 
 Each row is real: the (encoder frame, decoder output) pairs the joiner is given while
 streamdec decodes the real dev set's 16 kHz utterances alone with greedy search
@@ -20,6 +23,14 @@ to the published graph's one call (``cpu_ratio_*``; > 1: costs less), and
 ``identical_rows``: how many of the K rows got from one call of streamdec's graph exactly
 (bit for bit) what the published graph gives them alone, and ``identical_rows_published``:
 the same for one call of the published graph.
+
+*The whole decode* (``decodes``): the real dev set's 16 kHz utterances decoded K at a time
+(``--decode-streams``; ``bench/decode/batch_decode.py``'s continuous batching, the default
+search) by streamdec as it loads the files, against the same recognizer with its networks
+as published (streamdec's other rewrites kept) and each batch in one call, rows depending
+on their batch mates (streamdec before 2026-12-07); CPU seconds of the process per second
+of audio (median, min, max over ``--decode-runs``), their ratio (> 1: streamdec costs
+less), and ``rows_alone``: which networks streamdec runs one row per call.
 """
 
 from __future__ import annotations
@@ -40,15 +51,15 @@ from bench.common.peer import add_model_options, model_config, model_report  # n
 
 
 class _Recording:
-    """A joiner session that keeps the rows of each call's inputs."""
+    """A model's ``join``, keeping each call's inputs."""
 
-    def __init__(self, session) -> None:
-        self.session = session
+    def __init__(self, model) -> None:
+        self.join = model.join
         self.rows: list[list[np.ndarray]] = []
 
-    def run(self, names, feeds):
-        self.rows.append([np.array(v) for v in feeds.values()])
-        return self.session.run(names, feeds)
+    def __call__(self, encoder_out, decoder_out):
+        self.rows.append([np.array(encoder_out), np.array(decoder_out)])
+        return self.join(encoder_out, decoder_out)
 
 
 def real_rows(rec, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,17 +68,17 @@ def real_rows(rec, count: int) -> tuple[np.ndarray, np.ndarray]:
     from bench.accuracy.realvoice import real_dev_set
     from streamdec.core.drive import decode_audio
 
-    original = rec.model.joiner
     per_utt = []
     try:
         for utt in real_dev_set():
             if utt.rate != 16000:
                 continue
-            rec.model.joiner = recording = _Recording(original)
+            rec.model.join = recording = _Recording(rec.model)
             decode_audio(rec, rec.create_stream(), utt.rate, [utt.samples])
+            del rec.model.join
             per_utt.append([(e[i], d[i]) for e, d in recording.rows for i in range(len(e))])
     finally:
-        rec.model.joiner = original
+        rec.model.__dict__.pop("join", None)
     interleaved = [r for i in range(max(map(len, per_utt)))
                    for rows in per_utt if i < len(rows) for r in rows[i:i + 1]]
     picked = [interleaved[i % len(interleaved)] for i in range(count)]
@@ -86,6 +97,7 @@ def measure(args: argparse.Namespace) -> dict:
     ours = rec.model.joiner
     if rec.model._one_at_a_time[2]:
         raise SystemExit("this joiner runs one row per call (see the log): nothing to compare")
+    decodes = [_decode_costs(args, rec, config, k) for k in args.decode_streams]
     published = ort.InferenceSession(str(rec.model_files.joiner),
                                      sess_options=_session_options(config),
                                      providers=["CPUExecutionProvider"])
@@ -136,12 +148,67 @@ def measure(args: argparse.Namespace) -> dict:
                   c["cpu_ratio_row_per_call"],
                   f"{c['identical_rows']}/{c['identical_rows_published']} of {c['rows']}"]
                  for c in configurations])
-    return {"setup": {"benchmark": "per_stream_joiner",
+    print_table(["streams", "CPU s per audio s, streamdec", "as published", "ratio",
+                 "rows alone"],
+                [[d["streams"], d["cpu_per_audio_second"]["streamdec"]["median"],
+                  d["cpu_per_audio_second"]["as_published"]["median"], d["cpu_ratio"],
+                  ",".join(d["rows_alone"]) or "-"] for d in decodes])
+    return {"setup": {"benchmark": "per_stream_int8",
                       "model": model_report(rec.model_files, args.int8),
                       "runs": args.runs, "repeats": args.repeats,
                       "rows": "real dev set joiner inputs (16 kHz utterances, greedy), "
                               "taken in turn"},
-            "configurations": configurations, "machine": machine(load_before)}
+            "configurations": configurations, "decodes": decodes,
+            "machine": machine(load_before)}
+
+
+def _as_published(config):
+    """A recognizer on ``config``'s files whose networks run as published (streamdec's
+    other rewrites kept, no per-stream quantization), a batch in one call (one stream per
+    call only for an encoder whose batch is fixed at 1, through its batched graph from
+    ``BATCHED_FROM`` streams)."""
+    from streamdec import EndpointConfig, Recognizer, RecognizerConfig
+    from streamdec.models.onnx_backend import _fixed_batch, open_session
+
+    rec = Recognizer(RecognizerConfig(model=config, endpoint=EndpointConfig(enabled=False)))
+    model = rec.model
+    for role in ("encoder", "decoder", "joiner"):
+        setattr(model, role, open_session(getattr(model.files, role), config))
+    model._one_at_a_time = tuple(_fixed_batch(getattr(model, role), getattr(model.files, role))
+                                 for role in ("encoder", "decoder", "joiner"))
+    model._one_row = (None, None, None)
+    return rec
+
+
+def _decode_costs(args: argparse.Namespace, rec, config, k: int) -> dict:
+    from bench.accuracy.realvoice import real_dev_set
+    from bench.decode.batch_decode import decode_streamdec
+    from streamdec.search import SearchConfig
+
+    utts = [u for u in real_dev_set() if u.rate == 16000]
+    audio = sum(len(u.samples) for u in utts) / 16000
+    published = _as_published(config)
+    search = SearchConfig()
+
+    def way(r):
+        return lambda: decode_streamdec(r, utts, k, search).cpu_seconds / audio
+
+    ours, theirs = alternate(args.decode_runs, way(rec), way(published))
+    mine, base = spread(ours), spread(theirs)
+    return {"streams": k, "search": search.method, "audio_seconds": round(audio, 2),
+            "cpu_per_audio_second": {"streamdec": mine, "as_published": base},
+            "cpu_ratio": ratio(mine["median"], base["median"], higher_is_better=False),
+            "rows_alone": _rows_alone(rec)}
+
+
+def _rows_alone(rec) -> list[str]:
+    """The networks ``rec`` runs one row per call for their quantization (not for a batch
+    fixed at 1)."""
+    from streamdec.models.onnx_backend import _fixed_batch
+
+    model = rec.model
+    return [role for role, alone in zip(("encoder", "decoder", "joiner"), model._one_at_a_time)
+            if alone and not _fixed_batch(getattr(model, role), getattr(model.files, role))]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -153,6 +220,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=21, help="A/B alternated runs (default 21)")
     p.add_argument("--repeats", type=int, default=50,
                    help="joins of the K rows each way per run (default 50)")
+    p.add_argument("--decode-streams", type=int_list, default=int_list("1,8"),
+                   help="streams decoded together, comma-separated (default 1,8)")
+    p.add_argument("--decode-runs", type=int, default=5,
+                   help="A/B alternated whole decodes (default 5)")
     p.add_argument("--threads", type=int, default=1,
                    help="ONNX Runtime intra-op threads (default 1)")
     add_model_options(p)
