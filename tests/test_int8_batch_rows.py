@@ -274,3 +274,24 @@ def test_an_icefall_int8_model_decodes_streams_together_as_alone():
         assert len(a) == 1 and key(t) == key(a), clip
         np.testing.assert_allclose([r.score for r in t], [r.score for r in a], rtol=0,
                                    atol=0, err_msg=clip)
+
+
+def test_the_per_stream_int8_bench_writes_its_report(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    _joiner_path()
+    out = tmp_path / "per-stream-int8.json"
+    bench = Path(__file__).resolve().parents[1] / "bench" / "decode" / "per_stream_int8.py"
+    subprocess.run([sys.executable, str(bench), "--out", str(out), "--model-dir",
+                    str(REAL_MODEL), "--int8", "--rows", "1,3", "--runs", "1", "--repeats", "1",
+                    "--decode-streams", "2", "--decode-runs", "1"], check=True,
+                   capture_output=True, timeout=300)
+    report = json.loads(out.read_text())
+    assert report["setup"]["benchmark"] == "per_stream_int8"
+    assert [c["rows"] for c in report["configurations"]] == [1, 3]
+    for c in report["configurations"]:
+        assert set(c["cpu_us_per_row"]) == {"published_batched", "per_stream", "row_per_call"}
+        assert c["identical_rows"] == c["rows"]
+    assert [(d["streams"], d["rows_alone"]) for d in report["decodes"]] == [(2, [])]

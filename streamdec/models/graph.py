@@ -22,6 +22,12 @@ that some zipformer2 exports lost, repaired (``streamdec.models.repair``).
 An encoder whose batch is fixed at 1 gets a second graph beside it (``batched_model``): the
 same rewrites after ``streamdec.models.dynamic_batch``, which lets it take any batch with
 each stream's outputs those of the original graph run on that stream alone.
+
+A network exported with a dynamic batch whose ``DynamicQuantizeLinear`` nodes scale a whole
+batch at once (int8 exports) gets them made per stream, with the speed rewrites
+(``rewritten_model(per_stream=True)``; ``dynamic_batch.per_stream_quantization``): each row
+then gets what the graph gives it alone. Where that is refused, ``Rewritten.refused`` says
+why, and the caller runs such a network one row per call.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ output 0 = encoder_out, 1..k = next states). The batch axis and the initial shap
 state are read from the declared input shapes (the one symbolic dimension is the batch
 axis); a per-family name table is used only when an export declared fixed sizes.
 
-Two layouts need more than that:
+Three layouts need more than that:
 
 - the streaming conformer takes one input more than it returns states: ``processed_lens``
   (N,) int64, the count of feature frames of the stream already processed (the chunks
@@ -19,6 +19,11 @@ Two layouts need more than that:
   original; where that rewrite cannot be proven (or ``ModelConfig.graph_rewrites`` is off),
   and for a decoder or joiner with a fixed batch, a batch is split into batch-1 calls and
   the results joined.
+- an int8 network with a dynamic batch (``DynamicQuantizeLinear``: one scale for the
+  whole batch, a row's outputs depending on its batch mates): its quantization is made
+  per stream at load (``open_network``), calls of one row going to the published graph;
+  where that cannot be proven (or ``ModelConfig.graph_rewrites`` is off) its batches are
+  split into calls of one row.
 
 Metadata asking for what streamdec does not do is refused at load, naming the key: a
 ``model_type`` other than the families listed in ``FAMILIES``, or features other than
