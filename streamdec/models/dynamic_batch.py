@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import BatchRewriteRefused as Refused
 from .batch_layout import Batch, locate
+from .shape_folding import fold_shapes
 from .states import batch_axis_from_table
 from .stream_quantization import PerStreamQuantization
 
@@ -102,6 +103,7 @@ class _Rewrite(PerStreamQuantization):
                 self.readers.setdefault(name, []).append(node)
         self.taken = {v for n in self.graph.node for v in [*n.input, *n.output, n.name]}
         self.taken |= set(self.consts) | {i.name for i in self.graph.input}
+        self.counts: dict[str, int] = {}  # per base name, the next suffix to try
         self.nodes: list = []
         self.new_inits: list = []
         self.skip: set[int] = set()
@@ -112,10 +114,13 @@ class _Rewrite(PerStreamQuantization):
     # -- small builders -------------------------------------------------------------------
 
     def fresh(self, base: str) -> str:
-        name, n = f"{_PREFIX}/{base}", 0
+        name, n = f"{_PREFIX}/{base}", self.counts.get(base, 0)
+        if n:
+            name = f"{_PREFIX}/{base}_{n}"
         while name in self.taken:
             n += 1
             name = f"{_PREFIX}/{base}_{n}"
+        self.counts[base] = n + 1
         self.taken.add(name)
         return name
 
@@ -502,8 +507,9 @@ def per_stream_quantization(model) -> int:
     joiner exported with a dynamic batch) per stream, in place: each row of a batch then
     gets what the graph gives it run alone (batch 1). The same pass as ``dynamic_batch``
     (its shapes worked out at batch 1; its rules refuse what they cannot place), on the
-    graph as exported. Returns the number of nodes made per stream. Refused (``model``
-    untouched) where the graph cannot be proven to batch exactly."""
+    graph as exported after its shape computations are folded into constants at batch 1
+    (``streamdec.models.shape_folding``). Returns the number of nodes made per stream.
+    Refused (``model`` untouched) where the graph cannot be proven to batch exactly."""
     inputs, outputs = _inputs(model), list(model.graph.output)
     dims0 = inputs[0].type.tensor_type.shape.dim if inputs else []
     symbol = dims0[0].dim_param if dims0 and not dims0[0].HasField("dim_value") else ""
@@ -521,6 +527,7 @@ def per_stream_quantization(model) -> int:
         dim = info.type.tensor_type.shape.dim[axes[info.name]]
         dim.ClearField("dim_param")
         dim.dim_value = 1
+    fold_shapes(work)
     out_axes = {o.name: axes[o.name] for o in outputs}
     made = _rewritten(work, {i.name: axes[i.name] for i in inputs}, out_axes, symbol)
     model.CopyFrom(work)

@@ -112,7 +112,8 @@ def open_network(path: Path, config: ModelConfig, one_row: bool = False) -> Netw
     (``streamdec.models.dynamic_batch.per_stream_quantization``; with
     ``config.graph_rewrites``), else ``rows_alone`` (the rewrite refused, or off; logged).
     ``one_row``: where made per stream, a second session on the graph without that
-    rewrite, for calls of one row (a small network's: a decoder's or joiner's)."""
+    rewrite, for calls of one row (its per-stream nodes cost a row alone more than the
+    published graph's; the second session takes the network's memory again)."""
     session, rows_alone, made = _open(path, config, None, per_stream=True)
     single = _open(path, config, None)[0] if made and one_row else None
     return Network(session, rows_alone, single)
@@ -369,8 +370,8 @@ class OnnxTransducer:
         self.config = config
         self.files = files
         enc_path, dec_path, join_path = files.encoder, files.decoder, files.joiner
-        networks = (open_network(enc_path, config), open_network(dec_path, config, True),
-                    open_network(join_path, config, True))
+        networks = tuple(open_network(path, config, one_row=True)
+                         for path in (enc_path, dec_path, join_path))
         self.encoder, self.decoder, self.joiner = (n.session for n in networks)
         #: per network: the session for calls of one row (``Network.one_row``)
         self._one_row = tuple(n.one_row for n in networks)
@@ -422,7 +423,7 @@ class OnnxTransducer:
                     for i, one in enumerate(self.state_layout.unstack(states, n))]
             return (np.concatenate([o for o, _ in outs]),
                     self.state_layout.stack([st for _, st in outs]))
-        return self._encode(features, states)
+        return self._encode(features, states, self._one_row[0] if n == 1 else None)
 
     def _encode(self, features: np.ndarray, states: Sequence[np.ndarray], session=None
                 ) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -447,8 +448,10 @@ class OnnxTransducer:
         shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         states = self.state_layout.initial()
         features = np.zeros((1, self.meta.chunk_frames, self.meta.feature_dim), np.float32)
-        encoder_out = self.encoder.run(None, dict(zip(self._enc_in, [features, *states])),
-                                       shrink)[0]
+        for encoder in (self.encoder, self._one_row[0]):
+            if encoder is not None:
+                encoder_out = encoder.run(None, dict(zip(self._enc_in, [features, *states])),
+                                          shrink)[0]
         if self.batched_encoder is not None:
             rows = [features] * BATCHED_FROM
             self.batched_encoder.run(None, dict(zip(self._enc_in, [
