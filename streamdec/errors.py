@@ -17,8 +17,9 @@
     │                          event with a code and param; the session goes on)
     ├── UploadError            a file sent for transcription cannot be transcribed (HTTP 400)
     ├── StoreError             the transcript store cannot be opened, read or written
-    ├── BatchRewriteRefused    a fixed-batch graph cannot be proven to batch exactly (the model
-    │                          then runs one stream at a time: ``models.dynamic_batch``)
+    ├── BatchRewriteRefused    a graph cannot be proven to batch exactly, or its quantization
+    │                          made per stream (the network then runs one stream at a time:
+    │                          ``models.dynamic_batch``)
     └── Disconnected           a server's client went away (or its socket broke)
 
 Library code raises these; it never calls ``exit()`` and never returns an exception.
@@ -117,8 +118,9 @@ class StoreError(StreamdecError):
 
 
 class BatchRewriteRefused(StreamdecError):
-    """A fixed-batch graph cannot be proven to batch exactly (``streamdec.models.dynamic_batch``);
-    the message names the node and why. Caught at load: the model runs one stream at a time."""
+    """A fixed-batch graph cannot be proven to batch exactly, or a dynamic-batch graph's
+    quantization made per stream (``streamdec.models.dynamic_batch``); the message names the
+    node and why. Caught at load: the network runs one stream at a time."""
 
 
 class Disconnected(StreamdecError):

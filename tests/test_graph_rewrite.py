@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from streamdec import EndpointConfig, Recognizer, RecognizerConfig
 from streamdec.errors import ConfigError
 from streamdec.models import ModelConfig
-from streamdec.models.graph import depthwise_conv1d_as_2d, rewritten_model
+from streamdec.models.graph import Rewritten, depthwise_conv1d_as_2d, rewritten_model
 from streamdec.models.onnx_backend import open_session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "published-layouts"
@@ -140,7 +140,7 @@ def test_a_model_without_one_is_loaded_from_its_own_file(tmp_path):
     model.graph.node.extend(keep)
     onnx.checker.check_model(model)
     onnx.save(model, str(tmp_path / "m.onnx"))
-    assert rewritten_model(tmp_path / "m.onnx", tmp_path / "out.onnx") is False
+    assert rewritten_model(tmp_path / "m.onnx", tmp_path / "out.onnx").written is False
     assert not (tmp_path / "out.onnx").exists()
     assert depthwise_conv1d_as_2d(model) == 0
 
@@ -171,11 +171,11 @@ def test_a_rewrite_that_fails_loads_the_file_as_it_is(tmp_path, monkeypatch, cap
 
     onnx.save(_model(17), str(tmp_path / "m.onnx"))
 
-    def broken(path, into, speed=True):
+    def broken(path, into, speed=True, per_stream=False):
         if failure == "cannot write":
             raise OSError(28, "No space left on device")
         into.write_bytes(b"not a model")
-        return True
+        return Rewritten(True)
 
     monkeypatch.setattr(backend, "rewritten_model", broken)
     with caplog.at_level("WARNING", logger="streamdec"):

@@ -386,8 +386,8 @@ def test_mic_with_the_second_pass(tmp_path):
     finals = [json.loads(line) for _, line in run_.lines if '"type": "final"' in line]
     spoken = [f for f in finals if f["text"]]
     assert [f["second_pass"] for f in spoken] == [DONE]
-    # "FRONT LEFT"; through a live device the second pass now and then loses the first word
-    # (seen on a loaded machine; its cause is open): what this test holds is the mic's path
-    # to the second pass, whose accuracy tests/test_second_pass.py bounds
-    assert spoken[0]["text"] in ("FRONT LEFT", "LEFT"), spoken[0]["text"]
+    # the monitor misses the start of the playback, and where the capture's blocks fall the
+    # first pass may hear "LEFT" alone: the second pass's clip starts before the sound of
+    # FRONT all the same (tests/test_second_pass.py reproduces it offline)
+    assert spoken[0]["text"] == "FRONT LEFT", spoken[0]
     assert spoken[0]["first_pass"]["text"]

@@ -343,6 +343,39 @@ def test_streams_use_the_vad_as_the_config_says_unless_they_say(rec):
 
 
 # -- decoding with the VAD -----------------------------------------------------------------
+#: real speech with transcripts (../shared/data/real-en/SOURCES.md): set, utterances taken
+REAL_SPEECH = (("vctk_p239", 30), ("mini_librispeech_train_clean_5", 20))
+
+
+def test_the_padding_covers_the_detectors_lag_on_real_speech():
+    """Decoding resumes ``speech_pad`` (0.3 s) before silero-vad's first speech window. On
+    50 real utterances after 2 s of silence that window comes at most 0.05 s after the
+    utterance's first sound (its first 10 ms within 20 dB of its loudest; measured: from
+    0.08 s before to 0.022 s after), so the audio before the speech reaches the encoder:
+    every chunk from the one holding the point 0.25 s before the first sound is decoded."""
+    gate = Gate(VadConfig(), SileroVad(RATE))
+    root = REPO.parent / "shared" / "data" / "real-en"
+    lags = []
+    for name, count in REAL_SPEECH:
+        manifest = root / name / "manifest.tsv"
+        assert manifest.is_file(), f"{manifest} missing: the real speech of ../shared/data"
+        for line in manifest.read_text().splitlines()[:count]:
+            speech, rate = sf.read(root / name / line.split("\t")[0], dtype="float32")
+            assert rate == RATE
+            audio = np.concatenate([silence(2.0), speech, silence(1.0)])
+            state = gate.run([gate.initial()], [audio], [True])[0]
+            frames = audio[:len(audio) // 160 * 160].reshape(-1, 160).astype(np.float64)
+            rms = np.sqrt(np.mean(frames ** 2, axis=1))
+            sound = int(np.flatnonzero(rms >= rms.max() / 10)[0]) * 160
+            padded = state.regions[0][0]
+            lags.append((padded + gate.pad - sound) / RATE)
+            step = 5120  # an encoder chunk (0.32 s)
+            before = (sound - round(0.25 * RATE)) // step * step  # holds 0.25 s before it
+            for chunk in range(before, sound + 1, step):
+                assert gate.decide(state, chunk, chunk + step) == "decode", (line, chunk)
+    assert len(lags) == 50 and max(lags) <= 0.05, sorted(lags)[-5:]
+
+
 def test_silence_is_skipped_the_encoder_runs_on_fewer_chunks(rec, sentences):
     audio = np.concatenate([silence(4.0), sentences[0], silence(6.0), sentences[1],
                             silence(5.0)])

@@ -74,9 +74,9 @@ class Timed:
     def __getattr__(self, name):
         return getattr(self.second, name)
 
-    def run(self, final, clip):
+    def run(self, final, clip, nbest: int = 1):
         t0, c0 = time.perf_counter(), time.process_time()
-        out = self.second.run(final, clip)
+        out = self.second.run(final, clip, nbest)
         self.wall.append(time.perf_counter() - t0)
         self.cpu += time.process_time() - c0
         return out

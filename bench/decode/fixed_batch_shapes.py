@@ -47,7 +47,7 @@ def measure(args) -> dict:
     files = model_files(args)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / files.encoder.name
-        if not rewritten_model(files.encoder, path, speed=False):
+        if not rewritten_model(files.encoder, path, speed=False).written:
             path = files.encoder
         model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
     graph = model.graph

@@ -3,7 +3,9 @@
 
 Free of I/O and threads, like the search: a stream keeps its recent audio at the model's
 rate (``KeptAudio``, bounded); at a final, ``SecondPass.clip`` takes the utterance's audio
-(from ``context_seconds`` before the first pass's first word to the end of the segment),
+(from ``context_seconds`` before its speech starts to the end of the segment: where the
+first pass's first word starts, or earlier where a sound of the segment before that word is
+within ``ONSET_DB`` of the utterance's loudest, a first word the first pass missed),
 ``SecondPass.run`` decodes it (pure: any thread) and gives the final to hand out. The
 engine runs it in worker threads under a deadline; the synchronous loop
 (``streamdec.core.drive``) runs it in place.
@@ -64,13 +66,17 @@ if TYPE_CHECKING:
     from ..models.offline import OfflineHypothesis, OfflineModel, OfflineTranscript
 
 __all__ = ["SecondPassConfig", "KeptAudio", "Clip", "SecondPass", "check_transcript",
-           "raw_style", "nbest_alternatives", "DONE", "REJECTED", "SKIPPED"]
+           "raw_style", "nbest_alternatives", "speech_start", "DONE", "REJECTED", "SKIPPED"]
 
 DONE, REJECTED, SKIPPED = "done", "rejected", "skipped"
 #: Whisper hypotheses asked per alternative: many differ from a better one only in casing
 #: or punctuation, and merge into it in the raw style
 HYPOTHESES_PER_ALTERNATIVE = 4
 MAX_BEAM = 64
+#: an utterance's speech starts at its first frame (``ONSET_FRAME_SECONDS``) within
+#: ``ONSET_DB`` of its loudest (``speech_start``)
+ONSET_DB = 20.0
+ONSET_FRAME_SECONDS = 0.01
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ class SecondPassConfig:
     beam_size: int = 1  # 1: greedy
     prompt: str = ""  # a fixed initial prompt (empty: none; nothing carried between finals)
     # audio
-    context_seconds: float = 0.3  # kept before the first pass's first word
+    context_seconds: float = 0.3  # kept before the utterance's speech starts
     max_seconds: float = 30.0  # audio kept per stream; a longer utterance is skipped
     # cost (the engine): a final waits at most ``deadline_seconds`` after its endpoint for
     # its second pass; at most ``queue`` second passes wait or run at once per engine,
@@ -230,6 +236,24 @@ def check_transcript(config: SecondPassConfig, out: "OfflineTranscript",
     return ""
 
 
+def speech_start(samples: np.ndarray, first_word: int, frame: int) -> int:
+    """Where an utterance's speech starts in ``samples`` (its segment's audio, (n,)): the
+    first frame of ``frame`` samples before sample ``first_word`` (the first pass's first
+    word) whose RMS is within ``ONSET_DB`` of the loudest frame's, else ``first_word``.
+
+    The first pass may miss an utterance's first words (the built-in model does, now and
+    then, depending on where its chunks fall in the audio): their sound still comes before
+    its first word, as loud as speech, and the second pass must hear it."""
+    first_word = max(0, min(first_word, len(samples)))
+    n = len(samples) // frame
+    if n == 0 or first_word < frame:
+        return first_word
+    rms = np.sqrt(np.mean(np.square(samples[:n * frame].reshape(n, frame),
+                                    dtype=np.float64), axis=1))
+    loud = np.flatnonzero(rms[:first_word // frame] >= rms.max() * 10 ** (-ONSET_DB / 20))
+    return int(loud[0]) * frame if len(loud) and rms.max() > 0 else first_word
+
+
 class SecondPass:
     """Shared by every stream (holds the model and the config, no per-stream state)."""
 
@@ -247,13 +271,20 @@ class SecondPass:
         return final.is_final and bool(final.words)
 
     def clip(self, kept: KeptAudio, final: Result) -> Clip | None:
-        """The audio of ``final``'s utterance: from ``context_seconds`` before its first
-        word (not before the segment) to the segment's end; None when it is no longer kept
-        (an utterance longer than ``max_seconds``)."""
+        """The audio of ``final``'s utterance: from ``context_seconds`` before its speech
+        starts (``speech_start``: its first word, or a sound of the segment before it; never
+        before the segment) to the segment's end; None when it is no longer kept (an
+        utterance longer than ``max_seconds``)."""
         rate = self.sample_rate
-        start = max(final.start_time, final.words[0].start - self.config.context_seconds)
-        a, b = round(start * rate), round(final.end_time * rate)
-        samples = kept.clip(a, b)
+        segment, end = round(final.start_time * rate), round(final.end_time * rate)
+        first_word = round(final.words[0].start * rate)
+        heard = kept.clip(max(segment, kept.first), end)
+        if heard is None:  # the segment lies wholly before what is kept
+            return None
+        onset = max(segment, kept.first) + speech_start(heard, first_word - max(
+            segment, kept.first), round(ONSET_FRAME_SECONDS * rate))
+        a = max(segment, onset - round(self.config.context_seconds * rate))
+        samples = kept.clip(a, end)
         if samples is None or len(samples) == 0:
             return None
         return Clip(samples, a / rate)

@@ -14,9 +14,9 @@ runs N streams:
    rows, which a ``Reshape`` does not change. A tensor's batch is kept as ``(k, o, s)``: at
    batch ``B`` its axis ``k`` holds ``o * B * s`` (``o = s = 1``: the axis is the batch;
    ``streamdec.models.batch_layout``). Each op has its rule (elementwise with
-   broadcasting, ``Transpose``, ``Reshape``, ``Expand``, ``Concat``/``Slice``/``Gather*``
-   on other axes, ``MatMul``, ``Conv`` on the batch axis 0, reductions and ``Softmax`` on
-   other axes, ``(Un)Squeeze``); an op without
+   broadcasting, ``DequantizeLinear`` with constant scales, ``Transpose``, ``Reshape``,
+   ``Expand``, ``Concat``/``Slice``/``Gather*`` on other axes, ``MatMul``, ``Conv`` on the
+   batch axis 0, reductions and ``Softmax`` on other axes, ``(Un)Squeeze``); an op without
    a rule, a reduction, slice or concatenation across the batch, or a shape that is not
    constant refuses the whole rewrite (``errors.BatchRewriteRefused``, with the node and
    the reason): the model then runs one stream at a time as before. Nothing is guessed.
@@ -38,14 +38,17 @@ real dev set through the real ``-mobile`` int8 zipformer2.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..errors import BatchRewriteRefused as Refused
 from .batch_layout import Batch, locate
+from .shape_folding import fold_shapes
 from .states import batch_axis_from_table
 from .stream_quantization import PerStreamQuantization
 
-__all__ = ["dynamic_batch"]
+__all__ = ["dynamic_batch", "per_stream_quantization", "quantizes_across_batch"]
 
 #: what names the rewrite's own tensors and nodes start with
 _PREFIX = "streamdec_batch"
@@ -100,6 +103,7 @@ class _Rewrite(PerStreamQuantization):
                 self.readers.setdefault(name, []).append(node)
         self.taken = {v for n in self.graph.node for v in [*n.input, *n.output, n.name]}
         self.taken |= set(self.consts) | {i.name for i in self.graph.input}
+        self.counts: dict[str, int] = {}  # per base name, the next suffix to try
         self.nodes: list = []
         self.new_inits: list = []
         self.skip: set[int] = set()
@@ -110,10 +114,13 @@ class _Rewrite(PerStreamQuantization):
     # -- small builders -------------------------------------------------------------------
 
     def fresh(self, base: str) -> str:
-        name, n = f"{_PREFIX}/{base}", 0
+        name, n = f"{_PREFIX}/{base}", self.counts.get(base, 0)
+        if n:
+            name = f"{_PREFIX}/{base}_{n}"
         while name in self.taken:
             n += 1
             name = f"{_PREFIX}/{base}_{n}"
+        self.counts[base] = n + 1
         self.taken.add(name)
         return name
 
@@ -372,6 +379,19 @@ class _Rewrite(PerStreamQuantization):
             raise Refused(f"Conv {node.name!r}: the batch is not axis 0 of its input only")
         self.keep(node, b)
 
+    def _DequantizeLinear(self, node) -> None:
+        """Constant scale and zero point (one, or one per slice of an axis other than the
+        batch): elementwise."""
+        b, dims = self.batch[node.input[0]], self.shape(node.input[0])
+        scale = self.constant(node, 1)
+        if len(node.input) > 2 and node.input[2]:
+            self.constant(node, 2)
+        axis = self.attr(node, "axis", 1) % len(dims)
+        if scale.size != 1 and (axis == b.k or b.o * b.s != 1):
+            raise Refused(f"DequantizeLinear {node.name!r}: a scale per slice of the batch "
+                          "axis")
+        self.keep(node, b)
+
     def _reduce(self, node) -> None:
         b, dims = self.batch[node.input[0]], self.shape(node.input[0])
         if len(node.input) > 1 and node.input[1]:
@@ -421,7 +441,7 @@ class _Rewrite(PerStreamQuantization):
 
     # -- the graph's outputs ----------------------------------------------------------------
 
-    def finish(self, output_axes: dict[str, int]) -> None:
+    def finish(self, output_axes: dict[str, int], symbol: str = "N") -> None:
         for output in self.graph.output:
             name = output.name
             if name not in self.batch:
@@ -451,7 +471,7 @@ class _Rewrite(PerStreamQuantization):
             axis = output_axes.get(info.name, self.batch.get(info.name, Batch(0)).k)
             dim = info.type.tensor_type.shape.dim[axis]
             dim.ClearField("dim_value")
-            dim.dim_param = "N"
+            dim.dim_param = symbol
 
 
 def dynamic_batch(model) -> int:
@@ -460,13 +480,10 @@ def dynamic_batch(model) -> int:
     take any batch (see the module docstring). Returns the number of
     ``DynamicQuantizeLinear`` nodes made per stream (0: none, the rewrite still made).
     Refused (``model`` untouched) where the graph cannot be proven to batch exactly."""
-    import copy
-
     meta = {p.key: p.value for p in model.metadata_props}
     model_type = meta.get("model_type", "")
     graph = model.graph
-    inits = {t.name for t in graph.initializer}
-    inputs = [i for i in graph.input if i.name not in inits]
+    inputs = _inputs(model)
     if not inputs or len(inputs) != len(graph.output):
         raise Refused(f"{len(inputs)} inputs and {len(graph.output)} outputs: not an "
                       "encoder's features + states in, output + states out")
@@ -481,9 +498,65 @@ def dynamic_batch(model) -> int:
         dims = info.type.tensor_type.shape.dim
         if axis >= len(dims) or dims[axis].dim_value != 1:
             raise Refused(f"{info.name!r}: batch axis {axis} is not fixed at 1")
+    return _rewritten(model, axes, out_axes, "N")
+
+
+def per_stream_quantization(model) -> int:
+    """Make each ``DynamicQuantizeLinear`` of ``model`` (an onnx ModelProto whose inputs and
+    outputs share one symbolic batch dimension, input 0's axis 0: an encoder, decoder or
+    joiner exported with a dynamic batch) per stream, in place: each row of a batch then
+    gets what the graph gives it run alone (batch 1). The same pass as ``dynamic_batch``
+    (its shapes worked out at batch 1; its rules refuse what they cannot place), on the
+    graph as exported after its shape computations are folded into constants at batch 1
+    (``streamdec.models.shape_folding``). Returns the number of nodes made per stream.
+    Refused (``model`` untouched) where the graph cannot be proven to batch exactly."""
+    inputs, outputs = _inputs(model), list(model.graph.output)
+    dims0 = inputs[0].type.tensor_type.shape.dim if inputs else []
+    symbol = dims0[0].dim_param if dims0 and not dims0[0].HasField("dim_value") else ""
+    if not symbol:
+        raise Refused("input 0 has no symbolic batch dimension at axis 0")
+    axes: dict[str, int] = {}
+    for info in [*inputs, *outputs]:
+        found = [k for k, d in enumerate(info.type.tensor_type.shape.dim)
+                 if d.dim_param == symbol]
+        if len(found) != 1:
+            raise Refused(f"{info.name!r}: {len(found)} axes of batch {symbol!r}, not 1")
+        axes[info.name] = found[0]
+    work = copy.deepcopy(model)
+    for info in [*_inputs(work), *work.graph.output]:
+        dim = info.type.tensor_type.shape.dim[axes[info.name]]
+        dim.ClearField("dim_param")
+        dim.dim_value = 1
+    fold_shapes(work)
+    out_axes = {o.name: axes[o.name] for o in outputs}
+    made = _rewritten(work, {i.name: axes[i.name] for i in inputs}, out_axes, symbol)
+    model.CopyFrom(work)
+    return made
+
+
+def quantizes_across_batch(model) -> bool:
+    """True where ``model`` (an onnx ModelProto) has a dynamic batch (a symbolic axis 0 of
+    its input 0) and ``DynamicQuantizeLinear`` nodes: one scale per tensor over the whole
+    batch, a row's outputs depending on its batch mates (``per_stream_quantization``)."""
+    inputs = _inputs(model)
+    dims = inputs[0].type.tensor_type.shape.dim if inputs else []
+    return bool(dims) and not dims[0].HasField("dim_value") and any(
+        n.op_type == "DynamicQuantizeLinear" for n in model.graph.node)
+
+
+def _inputs(model) -> list:
+    """The graph's inputs that are not initializers (older exports list those too)."""
+    inits = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def _rewritten(model, axes: dict[str, int], out_axes: dict[str, int], symbol: str) -> int:
+    """``model`` rewritten in place by one ``_Rewrite`` pass from the batch ``axes`` of its
+    inputs (shapes at batch 1) to ``out_axes`` of its outputs (named ``symbol`` after);
+    untouched where refused. The number of ``DynamicQuantizeLinear`` made per stream."""
     work = copy.deepcopy(model)
     rewrite = _Rewrite(work, axes)
     rewrite.run()
-    rewrite.finish(out_axes)
+    rewrite.finish(out_axes, symbol)
     model.CopyFrom(work)
     return rewrite.per_stream

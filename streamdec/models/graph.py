@@ -22,42 +22,74 @@ that some zipformer2 exports lost, repaired (``streamdec.models.repair``).
 An encoder whose batch is fixed at 1 gets a second graph beside it (``batched_model``): the
 same rewrites after ``streamdec.models.dynamic_batch``, which lets it take any batch with
 each stream's outputs those of the original graph run on that stream alone.
+
+A network exported with a dynamic batch whose ``DynamicQuantizeLinear`` nodes scale a whole
+batch at once (int8 exports) gets them made per stream, with the speed rewrites
+(``rewritten_model(per_stream=True)``; ``dynamic_batch.per_stream_quantization``): each row
+then gets what the graph gives it alone. Where that is refused, ``Rewritten.refused`` says
+why, and the caller runs such a network one row per call.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import BatchRewriteRefused as Refused
-from .dynamic_batch import dynamic_batch
+from .dynamic_batch import dynamic_batch, per_stream_quantization, quantizes_across_batch
 from .repair import repair_lost_padding
 
-__all__ = ["depthwise_conv1d_as_2d", "rewritten_model", "batched_model"]
+__all__ = ["depthwise_conv1d_as_2d", "rewritten_model", "Rewritten", "batched_model"]
 
 log = logging.getLogger("streamdec")
 
 
-def rewritten_model(path: Path, into: Path, speed: bool = True) -> bool:
+@dataclass(frozen=True)
+class Rewritten:
+    """What ``rewritten_model`` did."""
+
+    written: bool  # a rewritten copy was written (False: load the file as it is)
+    #: the file's graph quantizes across a dynamic batch
+    #: (``dynamic_batch.quantizes_across_batch``)
+    across_batch: bool = False
+    per_stream: int = 0  # its DynamicQuantizeLinear nodes made per stream in the copy
+    refused: str = ""  # why they were not (across_batch only)
+
+
+def rewritten_model(path: Path, into: Path, speed: bool = True, per_stream: bool = False
+                    ) -> Rewritten:
     """Write the model of ``path`` after the rewrites to ``into``: the lost-padding repair,
-    and with ``speed`` the depthwise convolutions as 2-D; False (nothing written) when none
-    applies, and for a model whose weights are external files. (A file, not bytes: an ONNX
-    Runtime session made from bytes keeps them for its lifetime, a second copy of the
-    weights.) ModelLoadError for a pad step the repair cannot prove safe."""
+    with ``speed`` and ``per_stream`` each ``DynamicQuantizeLinear`` of a graph with a
+    dynamic batch made per stream (``dynamic_batch.per_stream_quantization``: each row
+    then gets what the graph gives it alone), and with ``speed`` the depthwise convolutions
+    as 2-D. Nothing written when none applies, nor for a model whose weights are external
+    files. (A file, not bytes: an ONNX Runtime session made from bytes keeps them for its
+    lifetime, a second copy of the weights.) ModelLoadError for a pad step the repair
+    cannot prove safe."""
     import onnx
     from onnx.external_data_helper import uses_external_data
 
     model = onnx.load(str(path), load_external_data=False)
+    across = per_stream and quantizes_across_batch(model)
     if any(uses_external_data(t) for t in model.graph.initializer):
-        return False
+        return Rewritten(False, across, refused="its weights are in external files")
     repaired = repair_lost_padding(model, path)
+    made, refused = 0, ""
+    if across and not speed:
+        refused = "graph rewrites are off"
+    elif across:
+        try:
+            made = per_stream_quantization(model)
+        except Refused as e:
+            refused = str(e)
     faster = depthwise_conv1d_as_2d(model) if speed else 0
-    if repaired == 0 and faster == 0:
-        return False
+    if repaired == 0 and faster == 0 and made == 0:
+        return Rewritten(False, across, refused=refused)
     onnx.save(model, str(into))
-    return True
+    return Rewritten(True, across, made, refused)
 
 
 def batched_model(path: Path, into: Path, speed: bool = True) -> bool:

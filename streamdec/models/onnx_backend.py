@@ -5,7 +5,7 @@ output 0 = encoder_out, 1..k = next states). The batch axis and the initial shap
 state are read from the declared input shapes (the one symbolic dimension is the batch
 axis); a per-family name table is used only when an export declared fixed sizes.
 
-Two layouts need more than that:
+Three layouts need more than that:
 
 - the streaming conformer takes one input more than it returns states: ``processed_lens``
   (N,) int64, the count of feature frames of the stream already processed (the chunks
@@ -19,6 +19,11 @@ Two layouts need more than that:
   original; where that rewrite cannot be proven (or ``ModelConfig.graph_rewrites`` is off),
   and for a decoder or joiner with a fixed batch, a batch is split into batch-1 calls and
   the results joined.
+- an int8 network with a dynamic batch (``DynamicQuantizeLinear``: one scale for the
+  whole batch, a row's outputs depending on its batch mates): its quantization is made
+  per stream at load (``open_network``), calls of one row going to the published graph;
+  where that cannot be proven (or ``ModelConfig.graph_rewrites`` is off) its batches are
+  split into calls of one row.
 
 Metadata asking for what streamdec does not do is refused at load, naming the key: a
 ``model_type`` other than the families listed in ``FAMILIES``, or features other than
@@ -31,7 +36,7 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -46,7 +51,8 @@ from .weights import onnx_weight_count
 log = logging.getLogger("streamdec")
 
 __all__ = ["OnnxTransducer", "EncoderContract", "read_encoder_contract", "read_context_size",
-           "open_session", "open_batched_session", "batch_axis_from_table", "FAMILIES"]
+           "open_session", "open_network", "Network", "open_batched_session",
+           "batch_axis_from_table", "FAMILIES"]
 
 #: the encoder families (metadata ``model_type``) whose streaming layout streamdec runs
 FAMILIES = ("zipformer2", "zipformer", "conformer", "lstm")
@@ -83,17 +89,55 @@ _ORT_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
 def open_session(path: Path, config: ModelConfig, profile: str | None = None):
     """An ONNX Runtime session on ``path`` with ``config``'s threads and memory settings;
     ``profile``: a file prefix for ONNX Runtime's own profiler (``bench/decode/ort_profile.py``)."""
+    return _open(path, config, profile)[0]
+
+
+@dataclass(frozen=True)
+class Network:
+    """One of a transducer's networks as ``open_network`` loads it."""
+
+    session: Any  # the ONNX Runtime session a batch runs on
+    #: the loaded graph still quantizes a whole batch with one scale: run a batch one row
+    #: per call for each row to get what it gets alone
+    rows_alone: bool = False
+    #: for calls of one row, where ``session`` is the per-stream copy: the graph as
+    #: published (streamdec's other rewrites made), which gives a row exactly what
+    #: ``session`` gives it, in fewer nodes (None: ``session``)
+    one_row: Any = None
+
+
+def open_network(path: Path, config: ModelConfig, one_row: bool = False) -> Network:
+    """One of a transducer's networks, its session as ``open_session`` makes it, and its
+    ``DynamicQuantizeLinear`` nodes made per stream where the graph has a dynamic batch
+    (``streamdec.models.dynamic_batch.per_stream_quantization``; with
+    ``config.graph_rewrites``), else ``rows_alone`` (the rewrite refused, or off; logged).
+    ``one_row``: where made per stream, a second session on the graph without that
+    rewrite, for calls of one row (its per-stream nodes cost a row alone more than the
+    published graph's; the second session takes the network's memory again)."""
+    session, rows_alone, made = _open(path, config, None, per_stream=True)
+    single = _open(path, config, None)[0] if made and one_row else None
+    return Network(session, rows_alone, single)
+
+
+def _open(path: Path, config: ModelConfig, profile: str | None, per_stream: bool = False):
+    """``(session, rows_alone, made)``: see ``open_network`` (``made``: the session's graph
+    is the per-stream copy)."""
     import onnxruntime as ort
 
     if not path.is_file():
         raise ModelLoadError(f"{path}: model file not found")
     opts = _session_options(config, profile)
-    session = _rewritten_session(path, opts, speed=config.graph_rewrites)
+    session, rows_alone = _rewritten_session(path, opts, config.graph_rewrites, per_stream)
+    if rows_alone:
+        say = log.warning if config.graph_rewrites else log.info
+        say("%s: its DynamicQuantizeLinear nodes quantize a whole batch with one scale and "
+            "are not made per stream (%s); each row of a batch runs in a call of its own",
+            path, rows_alone)
     if session is not None:
-        return session
+        return session, bool(rows_alone), rows_alone is None
     try:
         return ort.InferenceSession(str(path), sess_options=opts,
-                                    providers=["CPUExecutionProvider"])
+                                    providers=["CPUExecutionProvider"]), bool(rows_alone), False
     except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
         raise ModelLoadError(f"{path}: not a loadable ONNX model ({type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200]})") from e
@@ -157,33 +201,39 @@ def open_batched_session(path: Path, config: ModelConfig):
             return None
 
 
-def _rewritten_session(path: Path, opts, speed: bool):
-    """A session on ``path``'s graph after ``streamdec.models.graph``'s rewrites (``speed``:
-    the speed ones too; written to a temporary file: a session made from bytes keeps them), or
-    None where none applies, or where the rewrite cannot be made or loaded (logged): the
-    caller loads the file as it is, and ONNX Runtime's own error, if any, is the one
-    reported. ModelLoadError for a lost pad step the repair cannot prove safe."""
+def _rewritten_session(path: Path, opts, speed: bool, per_stream: bool = False):
+    """``(session, rows_alone)``: a session on ``path``'s graph after
+    ``streamdec.models.graph``'s rewrites (``speed``: the speed ones too; ``per_stream``:
+    quantization per stream too; written to a temporary file: a session made from bytes
+    keeps them), or None where none applies, or where the rewrite cannot be made or loaded
+    (logged): the caller loads the file as it is, and ONNX Runtime's own error, if any, is
+    the one reported. ``rows_alone``: why the graph then loaded quantizes across the batch
+    ("": it does not; None: it is the per-stream copy). ModelLoadError for a lost pad step
+    the repair cannot prove safe."""
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="streamdec-model-") as tmp:
         rewritten = Path(tmp) / path.name
         try:
-            if not rewritten_model(path, rewritten, speed=speed):
-                return None
+            done = rewritten_model(path, rewritten, speed=speed, per_stream=per_stream)
         except ModelLoadError:
             raise
         except Exception as e:  # onnx cannot read it (ONNX Runtime says why), or no disk space
             say = log.warning if speed else log.debug
             say("%s: graph not rewritten (%s: %s); loading the file as it is", path,
                 type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e) else "")
-            return None
+            return None, ""
+        alone = done.refused if done.across_batch and not done.per_stream else ""
+        if not done.written:
+            return None, alone
         try:
             return ort.InferenceSession(str(rewritten), sess_options=opts,
-                                        providers=["CPUExecutionProvider"])
+                                        providers=["CPUExecutionProvider"]), \
+                None if done.per_stream else alone
         except Exception as e:
             log.warning("%s: the rewritten graph did not load (%s: %s); loading the file as "
                         "it is", path, type(e).__name__, str(e).strip().splitlines()[0][:200])
-            return None
+            return None, "the rewritten graph did not load" if done.across_batch else ""
 
 
 def onnx_meta_weights(files: ModelFiles) -> int:
@@ -320,9 +370,11 @@ class OnnxTransducer:
         self.config = config
         self.files = files
         enc_path, dec_path, join_path = files.encoder, files.decoder, files.joiner
-        self.encoder = open_session(enc_path, config)
-        self.decoder = open_session(dec_path, config)
-        self.joiner = open_session(join_path, config)
+        networks = tuple(open_network(path, config, one_row=True)
+                         for path in (enc_path, dec_path, join_path))
+        self.encoder, self.decoder, self.joiner = (n.session for n in networks)
+        #: per network: the session for calls of one row (``Network.one_row``)
+        self._one_row = tuple(n.one_row for n in networks)
         contract = read_encoder_contract(self.encoder, enc_path)
         self.state_layout = contract.state_layout
         self._counter = contract.frame_counter
@@ -332,12 +384,13 @@ class OnnxTransducer:
         if len(self._join_in) != 2:
             raise ModelLoadError(f"{join_path}: joiner must take 2 inputs, "
                                  f"has {len(self._join_in)}")
-        #: per network: its batch size is fixed at 1 (run a batch one row at a time)
-        self._one_at_a_time = tuple(_fixed_batch(s, p) for s, p in (
+        fixed = tuple(_fixed_batch(s, p) for s, p in (
             (self.encoder, enc_path), (self.decoder, dec_path), (self.joiner, join_path)))
+        #: per network: run a batch one row at a time (its batch size is fixed at 1, or its
+        #: quantization spans the batch; see ``open_network``)
+        self._one_at_a_time = tuple(f or n.rows_alone for f, n in zip(fixed, networks))
         #: the encoder rewritten to take any batch (None: none, or not fixed at 1)
-        self.batched_encoder = open_batched_session(enc_path, config) \
-            if self._one_at_a_time[0] else None
+        self.batched_encoder = open_batched_session(enc_path, config) if fixed[0] else None
         #: the fewest streams the encoder computes in one call (fewer run one call each);
         #: None: every batch runs one call per stream (``Engine`` batches by it)
         self.batch_from = (1 if not self._one_at_a_time[0] else
@@ -374,7 +427,7 @@ class OnnxTransducer:
                     for i, one in enumerate(self.state_layout.unstack(states, n))]
             return (np.concatenate([o for o, _ in outs]),
                     self.state_layout.stack([st for _, st in outs]))
-        return self._encode(features, states)
+        return self._encode(features, states, self._one_row[0] if n == 1 else None)
 
     def _encode(self, features: np.ndarray, states: Sequence[np.ndarray], session=None
                 ) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -399,26 +452,35 @@ class OnnxTransducer:
         shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         states = self.state_layout.initial()
         features = np.zeros((1, self.meta.chunk_frames, self.meta.feature_dim), np.float32)
-        encoder_out = self.encoder.run(None, dict(zip(self._enc_in, [features, *states])),
-                                       shrink)[0]
+        for encoder in (self.encoder, self._one_row[0]):
+            if encoder is not None:
+                encoder_out = encoder.run(None, dict(zip(self._enc_in, [features, *states])),
+                                          shrink)[0]
         if self.batched_encoder is not None:
             rows = [features] * BATCHED_FROM
             self.batched_encoder.run(None, dict(zip(self._enc_in, [
                 np.concatenate(rows), *self.state_layout.stack([states] * BATCHED_FROM)])),
                 shrink)
         contexts = np.full((1, self.meta.context_size), self.meta.blank_id, np.int64)
-        decoder_out = self.decoder.run(None, {self._dec_in: contexts}, shrink)[0]
-        self.joiner.run(None, {self._join_in[0]: encoder_out[:, 0],
-                               self._join_in[1]: decoder_out}, shrink)
+        for decoder in (self.decoder, self._one_row[1]):
+            if decoder is not None:
+                decoder_out = decoder.run(None, {self._dec_in: contexts}, shrink)[0]
+        for joiner in (self.joiner, self._one_row[2]):
+            if joiner is not None:
+                joiner.run(None, {self._join_in[0]: encoder_out[:, 0],
+                                  self._join_in[1]: decoder_out}, shrink)
 
     def decode(self, contexts: np.ndarray) -> np.ndarray:
         if self._one_at_a_time[1] and len(contexts) > 1:
             return np.concatenate([self.decode(contexts[i:i + 1]) for i in range(len(contexts))])
-        return self.decoder.run(None, {self._dec_in: contexts})[0]
+        session = self._one_row[1] if len(contexts) == 1 and self._one_row[1] else self.decoder
+        return session.run(None, {self._dec_in: contexts})[0]
 
     def join(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
         if self._one_at_a_time[2] and len(encoder_out) > 1:
             return np.concatenate([self.join(encoder_out[i:i + 1], decoder_out[i:i + 1])
                                    for i in range(len(encoder_out))])
-        return self.joiner.run(None, {self._join_in[0]: encoder_out,
-                                      self._join_in[1]: decoder_out})[0]
+        session = self._one_row[2] if len(encoder_out) == 1 and self._one_row[2] else \
+            self.joiner
+        return session.run(None, {self._join_in[0]: encoder_out,
+                                  self._join_in[1]: decoder_out})[0]
