@@ -30,7 +30,9 @@ ready streams and those expected to become ready within the wait (the free open 
 chunks, at one per stream per chunk of audio) cannot reach it, the oldest ready stream goes
 alone at once, in a worker thread of its own (``small_batch``), so the streams' chunks run
 side by side on the cores; once the ready streams reach it (the workers busy: load), they
-batch as any model's do.
+batch as any model's do, in batches of at most the streams its encoder computes in one call
+(``Recognizer.batch_up_to``, unless ``max_batch`` is set): a larger batch would run its
+calls one after another in one thread while another thread could run them beside it.
 A stream whose decode fails ends alone with its error; ``workers`` batches may be in
 flight at once (each stream in at most one).
 
@@ -359,6 +361,10 @@ class Engine:
         self.config = config or EngineConfig()
         #: streams in one batch and batches at once (the config's, or by the model)
         self.max_batch, self.workers = sizes_for(self.config, recognizer.meta.weights)
+        if self.config.max_batch is None and recognizer.batch_up_to is not None:
+            # a larger batch would run its calls one after another in one thread, while
+            # another thread could run them beside it
+            self.max_batch = min(self.max_batch, recognizer.batch_up_to)
         self._batch_from = recognizer.batch_from
         self._chunk_seconds = recognizer.meta.chunk_shift \
             * recognizer.config.features.frame_shift_ms / 1000

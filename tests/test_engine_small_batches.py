@@ -101,3 +101,27 @@ def test_a_model_that_takes_any_batch_still_waits_for_its_batch(model_dirs):
     assert rec.batch_from == 1
     took, sizes = asyncio.run(asyncio.wait_for(_first_chunks(rec, 3, 1), 30))
     assert sizes == [1] and took >= WAIT  # two more open streams could have joined
+
+
+def test_its_batches_hold_what_one_call_computes_unless_max_batch_is_set(real):
+    assert real.batch_up_to == 8
+    assert Engine(real).max_batch == 8
+    assert Engine(real, EngineConfig(max_batch=32)).max_batch == 32
+
+
+def test_streams_ready_together_past_one_call_go_in_batches_of_one_call(real):
+    async def main():
+        seen = Batches()
+        async with Engine(real, EngineConfig(max_wait_ms=1000 * WAIT, workers=1),
+                          observer=seen) as engine:
+            lives = [engine.open() for _ in range(12)]
+            chunk = int(16000 * (real.meta.chunk_frames + 2) / 100)
+            for n, live in enumerate(lives):
+                live.accept(16000, AUDIOS[n % len(AUDIOS)][:chunk])
+            while any(live.stream.state.processed_feature_frames == 0 for live in lives):
+                await asyncio.sleep(0.005)
+            for live in lives:
+                live.close()
+        return seen.sizes
+
+    assert asyncio.run(asyncio.wait_for(main(), 30)) == [8, 4]

@@ -303,6 +303,13 @@ class Recognizer:
         1 for a model that takes any batch (every model without the attribute)."""
         return getattr(self.model, "batch_from", 1)
 
+    @property
+    def batch_up_to(self) -> int | None:
+        """The most streams the model's encoder computes in one call (a larger batch runs
+        in calls of that many, one after another: ``OnnxTransducer.batch_up_to``); None: any
+        number (every model without the attribute)."""
+        return getattr(self.model, "batch_up_to", None)
+
     def release_memory(self) -> None:
         """Hand back the memory the model's runtime keeps for its largest runs so far (ONNX
         Runtime's arenas: ``OnnxTransducer.release_arenas``; nothing for a model without

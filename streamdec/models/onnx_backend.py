@@ -395,6 +395,9 @@ class OnnxTransducer:
         #: None: every batch runs one call per stream (``Engine`` batches by it)
         self.batch_from = (1 if not self._one_at_a_time[0] else
                            BATCHED_FROM if self.batched_encoder is not None else None)
+        #: the most streams the encoder computes in one call (a larger batch runs in calls
+        #: of this many, one after another); None: any number
+        self.batch_up_to = BATCHED_UP_TO if self.batched_encoder is not None else None
         self._chunk_shift = contract.chunk_shift
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
