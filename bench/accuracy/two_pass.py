@@ -56,6 +56,7 @@ import numpy as np  # noqa: E402
 
 from bench.accuracy.realvoice import rates, real_dev_set, telephone, whole_rates  # noqa: E402
 from bench.accuracy.whisper_ref import NORMALISATION, whisper_text  # noqa: E402
+from bench.common.abtest import portable  # noqa: E402
 from bench.common.devset import folder_set  # noqa: E402
 from streamdec.appconfig import load_config  # noqa: E402
 from streamdec.core.drive import decode_audio  # noqa: E402
@@ -222,7 +223,7 @@ def main(argv=None) -> None:
         rec = Recognizer(replace(base, second_pass=replace(base.second_pass, model=model)))
         report["cut_mid_word"] = {"model": model, **cut_mid_word(rec, dev)}
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        args.out.write_text(json.dumps(portable(report), indent=2) + "\n")
         return
     with tempfile.TemporaryDirectory() as tmp:
         phone = telephone(dev, Path(tmp))
@@ -244,7 +245,7 @@ def main(argv=None) -> None:
                                        **no_speech(rec, timed, args.no_speech_seconds)}
             report["models"][model] = {"folder": str(rec.second_pass.model.folder), **rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.write_text(json.dumps(portable(report), indent=2) + "\n")
 
 
 if __name__ == "__main__":
