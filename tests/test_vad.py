@@ -16,6 +16,7 @@ import soundfile as sf
 
 from decode_utils import decode_in_pieces, decode_together, finals, key
 from server_utils import ServerProcess, run, sherpa_client, vosk_client
+from shared_data import REAL_EN
 from streamdec import Recognizer
 from streamdec.appconfig import parse_config
 from streamdec.engine import Engine, EngineConfig
@@ -354,11 +355,11 @@ def test_the_padding_covers_the_detectors_lag_on_real_speech():
     0.08 s before to 0.022 s after), so the audio before the speech reaches the encoder:
     every chunk from the one holding the point 0.25 s before the first sound is decoded."""
     gate = Gate(VadConfig(), SileroVad(RATE))
-    root = REPO.parent / "shared" / "data" / "real-en"
+    root = REAL_EN
     lags = []
     for name, count in REAL_SPEECH:
         manifest = root / name / "manifest.tsv"
-        assert manifest.is_file(), f"{manifest} missing: the real speech of ../shared/data"
+        assert manifest.is_file(), f"{manifest} missing: the shared folder's real speech"
         for line in manifest.read_text().splitlines()[:count]:
             speech, rate = sf.read(root / name / line.split("\t")[0], dtype="float32")
             assert rate == RATE
