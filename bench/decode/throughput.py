@@ -118,6 +118,7 @@ def measure(args) -> dict:
         rec = next(iter(recs.values()))
         meta = rec.meta
         report["setup"]["model"] = model_report(rec.model_files, args.int8)
+        one_each = batch_fixed_at_one(rec.model_files.encoder)  # sherpa-onnx: a call each
         for method in searches:
             search = SearchConfig(method=method, beam=args.beam)
             srec = sherpa_recognizer(rec.model_files, meta.model_type, SHERPA_METHODS[method],
@@ -125,7 +126,7 @@ def measure(args) -> dict:
             for k in args.streams:
                 for driver in args.drivers:
                     for conf in compare(args, recs, srec, utts, audio, method, threads, k,
-                                        driver):
+                                        driver, one_each):
                         report["configurations"].append(conf)
                         rows.append([method, threads, "on" if conf["cpu_arena"] else "off",
                                      "on" if conf["shared_states"] else "off",
@@ -155,13 +156,12 @@ def measure(args) -> dict:
 
 
 def compare(args, recs: dict, srec, utts, audio: float, method: str, threads: int, k: int,
-            driver: str) -> list[dict]:
+            driver: str, one_each: bool) -> list[dict]:
     """One configuration per recognizer of ``recs`` (by arena and state setting), all of them and
-    sherpa-onnx alternated over ``args.runs``; each compared with sherpa-onnx's runs."""
+    sherpa-onnx alternated over ``args.runs``; each compared with sherpa-onnx's runs (one call
+    per stream when ``one_each``: a fixed-batch-1 model)."""
     search = SearchConfig(method=method, beam=args.beam)
-    rec0 = next(iter(recs.values()))
-    meta = rec0.meta
-    one_each = batch_fixed_at_one(rec0.model_files.encoder)  # sherpa-onnx: a call each
+    meta = next(iter(recs.values())).meta
 
     def ours(rec):
         return ((lambda: decode_streamdec(rec, utts, k, search)) if driver == "recognizer" else

@@ -391,13 +391,6 @@ class OnnxTransducer:
         self._one_at_a_time = tuple(f or n.rows_alone for f, n in zip(fixed, networks))
         #: the encoder rewritten to take any batch (None: none, or not fixed at 1)
         self.batched_encoder = open_batched_session(enc_path, config) if fixed[0] else None
-        #: the fewest streams the encoder computes in one call (fewer run one call each);
-        #: None: every batch runs one call per stream (``Engine`` batches by it)
-        self.batch_from = (1 if not self._one_at_a_time[0] else
-                           BATCHED_FROM if self.batched_encoder is not None else None)
-        #: the most streams the encoder computes in one call (a larger batch runs in calls
-        #: of this many, one after another); None: any number
-        self.batch_up_to = BATCHED_UP_TO if self.batched_encoder is not None else None
         self._chunk_shift = contract.chunk_shift
         self.meta = probe_meta(self, model_type=contract.model_type,
                                chunk_frames=contract.chunk_frames,
@@ -411,6 +404,20 @@ class OnnxTransducer:
         if declared_vocab is not None and int(declared_vocab) != self.meta.vocab_size:
             raise ModelLoadError(f"{dec_path}: vocab_size {declared_vocab} != joiner output "
                                  f"{self.meta.vocab_size}")
+
+    @property
+    def batch_from(self) -> int | None:
+        """The fewest streams the encoder computes in one call (fewer run one call each);
+        None: every batch runs one call per stream (``Engine`` batches by it)."""
+        if not self._one_at_a_time[0]:
+            return 1
+        return BATCHED_FROM if self.batched_encoder is not None else None
+
+    @property
+    def batch_up_to(self) -> int | None:
+        """The most streams the encoder computes in one call (a larger batch runs in calls
+        of this many, one after another); None: any number."""
+        return BATCHED_UP_TO if self.batched_encoder is not None else None
 
     def encode(self, features: np.ndarray, states: Sequence[np.ndarray]
                ) -> tuple[np.ndarray, list[np.ndarray]]:
